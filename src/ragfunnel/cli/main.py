@@ -1,0 +1,104 @@
+"""The ``ragfunnel`` command. Library errors become one line on stderr and exit code 1."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from ragfunnel.errors import RagfunnelError
+from ragfunnel.llm import bundled
+from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method
+from ragfunnel.prompts import TASKS
+from ragfunnel.text import read_context
+from ragfunnel.types import Prediction
+
+
+class _Group(click.Group):
+    """Turns every RagfunnelError into ``error: <message>`` and exit code 1, without a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except RagfunnelError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ragfunnel")
+@click.option("-v", "--verbose", is_flag=True, help="Log progress (model loads, stage timings) to stderr.")
+def main(verbose: bool) -> None:
+    """Answer questions over text too long to give an LLM whole (FB-RAG and baselines)."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s: %(message)s")
+
+
+@main.command()
+@click.argument("question")
+@click.option("--context", "context_path", required=True, metavar="FILE",
+              help="UTF-8 text file to answer from; '-' reads stdin.")
+@click.option("--method", type=click.Choice(list(METHODS)), default=DEFAULT_METHOD, show_default=True,
+              help="fb-f: FB-RAG forward only; fb: forward+backward; op: order-preserving RAG; "
+                   "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context.")
+@click.option("--task", type=click.Choice(list(TASKS)), default="qa", show_default=True,
+              help="Prompt family: short answer, multi-hop, query-based summary or multiple choice.")
+@click.option("--choice", "choices", multiple=True, metavar="TEXT",
+              help="An option for --task choice (repeat for each option, in order).")
+@click.option("--light", metavar="SPEC", help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b].")
+@click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
+              "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL.")
+@click.option("--budget", type=int, help="Tokens of context the answering model reads [default: 1500].")
+@click.option("--stage1-budget", type=int, help="FB-RAG Stage I tokens read by the light model [default: 4000].")
+@click.option("--samples", type=int, help="FB-RAG drafts K [default: 5].")
+@click.option("--chunk-words", type=int, help="Words per chunk [default: 300].")
+@click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0].")
+@click.option("--json", "as_json", is_flag=True, help="Print the full prediction as JSON.")
+def ask(question: str, context_path: str, method: str, task: str, choices: tuple[str, ...], as_json: bool,
+        **given: Any) -> None:
+    """Answer QUESTION from the text in --context."""
+    options = {k: v for k, v in given.items() if v is not None}
+    context = read_context(context_path)
+    prediction = make_method(method, task=task, **options).run(question, context, choices=list(choices) or None)
+    if as_json:
+        click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(prediction.answer)
+        click.echo(_summary(prediction), err=True)
+
+
+def _summary(prediction: Prediction) -> str:
+    t = prediction.trace
+    lines = [f"-- {prediction.method}: {t.seconds:.1f}s, {t.input_tokens} input tokens, "
+             f"{len(prediction.chunks_used)} chunks used "
+             f"(positions {', '.join(str(sc.chunk.position) for sc in prediction.chunks_used[:12])}"
+             f"{' ...' if len(prediction.chunks_used) > 12 else ''})"]
+    for s in t.stages:
+        note = s.detail.get("skipped") or s.detail.get("route") or ""
+        lines.append(f"   {s.name:<22} {s.seconds:7.1f}s  in {s.input_tokens:>6} tok  out {s.output_tokens:>4} tok"
+                     f"  kept {s.n_out}/{s.n_in}" + (f"  ({note})" if note else ""))
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--prepare", is_flag=True, help="Assemble and SHA-256-verify every installed bundled model.")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def models(prepare: bool, as_json: bool) -> None:
+    """List the bundled models: role, size, path and whether each is ready."""
+    if prepare:
+        for name in bundled.BUNDLED:
+            if bundled.status(name).path is not None:
+                bundled.ensure(name)
+    rows = [bundled.status(name) for name in bundled.BUNDLED]
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+        return
+    for r in rows:
+        size = f"{r.size / 1e6:,.0f} MB" if r.size else "?"
+        click.echo(f"bundled:{r.name:<14} {'ready' if r.ready else 'not ready':<10} {size:>9}  {r.role}")
+        click.echo(f"    {r.path or '-'}" + ("" if r.ready else f"\n    {r.note}"))

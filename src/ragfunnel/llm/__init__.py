@@ -1,0 +1,7 @@
+"""LLM protocol, backends and the model registry."""
+
+from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
+from ragfunnel.llm.fake import FakeLLM
+from ragfunnel.llm.registry import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+
+__all__ = ["LLM", "BaseLLM", "SamplingParams", "FakeLLM", "resolve", "DEFAULT_LIGHT", "DEFAULT_STRONG"]

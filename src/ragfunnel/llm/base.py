@@ -1,0 +1,132 @@
+"""The LLM protocol and the shared base that does validation, retries and token caching.
+
+A backend implements one method, :meth:`BaseLLM._complete`, for one prompt and ``n``
+samples. Sampling several outputs of one prompt must not pay several prefills: the
+llama.cpp backend reuses the prompt's KV state, HTTP backends send ``n``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ragfunnel.errors import BackendUnavailable, ConfigError
+from ragfunnel.types import Completion
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """What every method needs from a language model."""
+
+    name: str
+
+    @property
+    def context_window(self) -> int: ...
+
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        n: int = 1,
+        stop: tuple[str, ...] = (),
+        seed: int = 0,
+    ) -> list[list[Completion]]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+class TransientError(Exception):
+    """Raised by a backend for failures worth retrying (timeouts, 429, 5xx)."""
+
+
+class BaseLLM:
+    """Shared machinery; subclasses implement ``_complete`` and ``_count_tokens``."""
+
+    name: str = "llm"
+    max_retries: int = 3
+    backoff_seconds: float = 0.5
+    _TOKEN_CACHE_SIZE = 200_000
+
+    def __init__(self) -> None:
+        self._token_cache: dict[str, int] = {}
+
+    @property
+    def context_window(self) -> int:
+        raise NotImplementedError
+
+    def generate(
+        self,
+        prompts: list[str],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        n: int = 1,
+        stop: tuple[str, ...] = (),
+        seed: int = 0,
+    ) -> list[list[Completion]]:
+        """Return ``n`` completions for each prompt, in prompt order."""
+        if n < 1:
+            raise ConfigError(f"n (samples per prompt) must be at least 1, got {n}")
+        params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed)
+        return [self._with_retries(prompt, params, n) for prompt in prompts]
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under this model's own tokenizer (cached per text)."""
+        cached = self._token_cache.get(text)
+        if cached is None:
+            cached = self._count_tokens(text)
+            if len(self._token_cache) >= self._TOKEN_CACHE_SIZE:
+                self._token_cache.clear()
+            self._token_cache[text] = cached
+        return cached
+
+    def _with_retries(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._complete(prompt, params, n)
+            except TransientError as e:
+                if attempt == self.max_retries:
+                    raise BackendUnavailable(
+                        f"{self.name} kept failing after {self.max_retries + 1} attempts ({e}); "
+                        "check that the server is up and not overloaded"
+                    ) from None
+                delay = self.backoff_seconds * 2**attempt
+                log.warning("%s: %s; retrying in %.1fs", self.name, e, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
+        raise NotImplementedError
+
+    def _count_tokens(self, text: str) -> int:
+        raise NotImplementedError

@@ -1,0 +1,38 @@
+"""A scripted LLM for unit tests of control flow. Never a default anywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ragfunnel.llm.base import BaseLLM, SamplingParams
+from ragfunnel.types import Completion
+
+
+class FakeLLM(BaseLLM):
+    """Replies from a function of the prompt; counts tokens as whitespace words.
+
+    ``reply(prompt, sample_index) -> str``. Every call is recorded in ``calls`` as
+    ``(prompt, n)`` so tests can check what a method sent.
+    """
+
+    def __init__(self, reply: Callable[[str, int], str], *, name: str = "fake", context_window: int = 4096):
+        super().__init__()
+        self.name = name
+        self._reply = reply
+        self._window = context_window
+        self.calls: list[tuple[str, int]] = []
+
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
+        self.calls.append((prompt, n))
+        outs = []
+        for i in range(n):
+            text = self._reply(prompt, i)
+            outs.append(Completion(text, self.count_tokens(prompt), len(text.split()), 0.0))
+        return outs
+
+    def _count_tokens(self, text: str) -> int:
+        return len(text.split())

@@ -1,0 +1,181 @@
+"""Any OpenAI-compatible HTTP server: vLLM, TGI, llama.cpp's server, Ollama, hosted APIs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra
+from ragfunnel.llm.base import BaseLLM, SamplingParams, TransientError
+from ragfunnel.types import Completion
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_DEFAULT_WINDOW = 8192
+_CHARS_PER_TOKEN = 4  # only when the server exposes no tokenizer; logged once as an estimate
+
+
+class OpenAICompatibleLLM(BaseLLM):
+    """Chat or text completions over HTTP, asking for ``n`` samples in one request.
+
+    Servers that ignore ``n`` (some return one choice) get follow-up requests for the
+    rest. Token counts come from the server's tokenizer endpoint (vLLM ``/tokenize``,
+    llama.cpp ``/extras/tokenize``); the context window from ``/v1/models`` when it is
+    reported, else ``context_window``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        mode: str = "chat",
+        timeout: float = 300.0,
+        max_retries: int = 3,
+        context_window: int | None = None,
+    ):
+        super().__init__()
+        if mode not in ("chat", "completions"):
+            raise ConfigError(f"unknown mode {mode!r}; valid modes: chat, completions")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.name = f"{model}@{self.base_url}"
+        self.mode = mode
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
+        self._window = context_window
+        self._tokenize_route: str | None = None
+        self._client: Any = None
+
+    def warm_up(self) -> None:
+        if self._client is not None:
+            return
+        try:
+            import httpx
+        except ImportError:
+            raise MissingExtra("httpx", "openai") from None
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        self._client = httpx.Client(timeout=self.timeout, headers=headers)
+
+    @property
+    def context_window(self) -> int:
+        if self._window is None:
+            self._window = self._window_from_server() or _DEFAULT_WINDOW
+        return self._window
+
+    def _post(self, path: str, payload: dict[str, Any], *, root: bool = False) -> dict[str, Any]:
+        """POST JSON; network errors and retryable statuses become TransientError."""
+        import httpx
+
+        self.warm_up()
+        url = (self._server_root() if root else self.base_url) + path
+        try:
+            r = self._client.post(url, json=payload)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+            raise TransientError(f"cannot connect to {url}: {e}") from None
+        except httpx.TimeoutException:
+            raise TransientError(f"no answer from {url} within {self.timeout:.0f}s") from None
+        except httpx.HTTPError as e:
+            raise TransientError(f"request to {url} failed: {e}") from None
+        if r.status_code in _RETRY_STATUS:
+            raise TransientError(f"{url} answered HTTP {r.status_code}")
+        if r.status_code >= 400:
+            raise BackendUnavailable(f"{url} refused the request (HTTP {r.status_code}: {r.text[:200]}); "
+                                     "check the model name and the request options")
+        return r.json()
+
+    def _server_root(self) -> str:
+        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+
+    def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
+        completions: list[Completion] = []
+        while len(completions) < n:
+            want = n - len(completions)
+            started = time.perf_counter()
+            body = self._request_body(prompt, params, want, seed=params.seed + len(completions))
+            reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body)
+            seconds = time.perf_counter() - started
+            choices = reply.get("choices") or []
+            if not choices:
+                raise BackendUnavailable(f"{self.name} returned no choices; check the server logs")
+            usage = reply.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or self.count_tokens(prompt))
+            out_tokens = int(usage.get("completion_tokens") or 0)
+            for choice in choices[:want]:
+                text = (choice.get("message") or {}).get("content") if self.mode == "chat" else choice.get("text")
+                text = text or ""
+                completions.append(
+                    Completion(
+                        text=text,
+                        # One prompt was read for all choices of this request: charge it once.
+                        prompt_tokens=prompt_tokens if choice is choices[0] else 0,
+                        completion_tokens=out_tokens // len(choices) if out_tokens else self.count_tokens(text),
+                        seconds=seconds / len(choices),
+                        finish_reason=choice.get("finish_reason") or "stop",
+                    )
+                )
+        return completions
+
+    def _request_body(self, prompt: str, params: SamplingParams, n: int, *, seed: int) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": params.max_tokens,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "n": n,
+            "seed": seed,
+        }
+        if params.top_k:
+            body["top_k"] = params.top_k  # vLLM and llama.cpp accept it; others ignore it
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if self.mode == "chat":
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+        return body
+
+    def _count_tokens(self, text: str) -> int:
+        if self._tokenize_route == "estimate":
+            return max(1, len(text) // _CHARS_PER_TOKEN)
+        routes = [self._tokenize_route] if self._tokenize_route else ["/tokenize", "/extras/tokenize"]
+        for route in routes:
+            try:
+                if route == "/tokenize":  # vLLM
+                    reply = self._post(route, {"model": self.model, "prompt": text, "add_special_tokens": False},
+                                       root=True)
+                else:  # llama.cpp server
+                    reply = self._post(route, {"input": text}, root=True)
+            except BackendUnavailable:
+                continue
+            except TransientError as e:
+                raise BackendUnavailable(f"cannot count tokens on {self.name}: {e}; "
+                                         "check that the server is running") from None
+            tokens = reply.get("tokens")
+            if isinstance(tokens, list):
+                self._tokenize_route = route
+                return len(tokens)
+        log.warning("%s exposes no tokenizer endpoint; estimating tokens as characters/%d",
+                    self.name, _CHARS_PER_TOKEN)
+        self._tokenize_route = "estimate"
+        return max(1, len(text) // _CHARS_PER_TOKEN)
+
+    def _window_from_server(self) -> int | None:
+        self.warm_up()
+        try:
+            r = self._client.get(self.base_url + "/models")
+            cards = r.json().get("data", []) if r.status_code == 200 else []
+        except Exception:  # noqa: BLE001 - an optional probe; the default applies
+            cards = []
+        for card in cards:
+            if card.get("id") == self.model:
+                for key in ("max_model_len", "context_length", "n_ctx"):
+                    if isinstance(card.get(key), int):
+                        return card[key]
+        log.warning("%s does not report its context window; assuming %d tokens", self.name, _DEFAULT_WINDOW)
+        return None

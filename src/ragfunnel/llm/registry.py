@@ -1,0 +1,63 @@
+"""Model specs (strings) resolved to LLM instances.
+
+``bundled:NAME``            a bundled GGUF model (``ragfunnel models`` lists them)
+``gguf:PATH``               any local GGUF file, run by llama.cpp
+``openai:URL#MODEL``        any OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1#qwen``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ragfunnel.errors import ConfigError
+from ragfunnel.llm import bundled
+from ragfunnel.llm.base import LLM
+
+DEFAULT_LIGHT = "bundled:qwen2.5-0.5b"
+DEFAULT_STRONG = "bundled:qwen2.5-1.5b"
+
+
+def _bundled(rest: str) -> LLM:
+    from ragfunnel.llm.llamacpp import LlamaCppLLM
+
+    return LlamaCppLLM(bundled.ensure(rest), name=f"bundled:{rest}")
+
+
+def _gguf(rest: str) -> LLM:
+    from ragfunnel.llm.llamacpp import LlamaCppLLM
+
+    return LlamaCppLLM(rest, name=f"gguf:{rest}")
+
+
+def _openai(rest: str) -> LLM:
+    from ragfunnel.llm.openai import OpenAICompatibleLLM
+
+    url, sep, model = rest.partition("#")
+    if not sep or not model or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"bad openai spec 'openai:{rest}'; write it as openai:http://HOST:PORT/v1#MODEL")
+    return OpenAICompatibleLLM(url, model)
+
+
+SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "openai": _openai}
+
+_loaded: dict[str, LLM] = {}
+
+
+def resolve(spec: str | LLM) -> LLM:
+    """Return the LLM for ``spec``; one instance per spec per process (models are big)."""
+    if not isinstance(spec, str):
+        return spec  # already an LLM object
+    if spec in _loaded:
+        return _loaded[spec]
+    scheme, sep, rest = spec.partition(":")
+    if not sep or scheme not in SCHEMES:
+        valid = ", ".join(f"bundled:{n}" for n in bundled.BUNDLED)
+        raise ConfigError(
+            f"unknown model spec {spec!r}; use one of {valid}, gguf:PATH, openai:URL#MODEL"
+        )
+    if not rest:
+        raise ConfigError(f"model spec {spec!r} names nothing after '{scheme}:'")
+    if scheme == "bundled":
+        bundled.get(rest)  # unknown names fail here, listing the valid ones
+    _loaded[spec] = SCHEMES[scheme](rest)
+    return _loaded[spec]

@@ -1,0 +1,162 @@
+"""Pieces every method is built from: chunking, budgeted selection, one timed LLM call."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from statistics import median
+
+import numpy as np
+
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.llm.base import LLM
+from ragfunnel.prompts import TASKS, build_prompt, clean_answer
+from ragfunnel.retrieve.fusion import rank
+from ragfunnel.text import check_context, chunk_words
+from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace
+
+log = logging.getLogger(__name__)
+
+# Answer token limits per task (short answers; summaries run long).
+ANSWER_TOKENS = {"qa": 32, "multihop": 32, "choice": 8, "summary": 400}
+# Room kept free in the window beyond prompt and answer: chat-template tokens and rounding.
+WINDOW_MARGIN = 64
+
+
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+    return task
+
+
+def check_question(question: str) -> str:
+    if not question or not question.strip():
+        raise InputError("the question is empty; pass the question to answer")
+    return question.strip()
+
+
+def prepare(question: str, context: str, *, words: int) -> tuple[str, list[Chunk]]:
+    """Validate the inputs and cut the context into word windows."""
+    return check_question(question), chunk_words(check_context(context), chunk_words=words)
+
+
+def join_chunks(chunks: list[Chunk]) -> str:
+    return "\n\n".join(c.text for c in chunks)
+
+
+def total_tokens(chunks: list[Chunk], llm: LLM) -> int:
+    return sum(llm.count_tokens(c.text) for c in chunks)
+
+
+def select_within_budget(
+    chunks: list[Chunk],
+    scores: np.ndarray,
+    *,
+    budget: int,
+    llm: LLM,
+    tiebreak: np.ndarray | None = None,
+) -> list[ScoredChunk]:
+    """Best-scoring chunks whose tokens (under ``llm``'s tokenizer) fit ``budget``, in document order.
+
+    Chunks are taken greedily by score; one that would overflow the budget is skipped so
+    a smaller, lower-ranked chunk can still fill the space.
+    """
+    sizes = [llm.count_tokens(c.text) for c in chunks]
+    typical = int(median(sizes))
+    if budget < typical:
+        raise InputError(
+            f"the context budget of {budget} tokens is smaller than one chunk (a typical chunk here is "
+            f"{typical} tokens); raise the budget or lower --chunk-words"
+        )
+    chosen, used = [], 0
+    for i in rank(scores, tiebreak=tiebreak):
+        if used + sizes[i] <= budget:
+            chosen.append(ScoredChunk(chunks[i], float(scores[i])))
+            used += sizes[i]
+    return sorted(chosen, key=lambda sc: sc.chunk.position)
+
+
+def check_fits(llm: LLM, *, budget: int, task: str, question: str, max_tokens: int) -> None:
+    """Refuse a budget that cannot fit the model's window with the prompt and the answer."""
+    overhead = llm.count_tokens(build_prompt(task, "rationale", question=question, context="",
+                                             choices=["x"] if task == "choice" else None))
+    need = budget + overhead + max_tokens + WINDOW_MARGIN
+    if need > llm.context_window:
+        raise ConfigError(
+            f"a budget of {budget} tokens needs a {need}-token window but {llm.name} has "
+            f"{llm.context_window}; lower the budget"
+        )
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One answered prompt and the stage record it produced."""
+
+    answer: str
+    completion: Completion
+    stage: StageTrace
+
+
+def generate_answer(
+    llm: LLM,
+    *,
+    stage: str,
+    task: str,
+    variant: str,
+    question: str,
+    chunks: list[Chunk],
+    choices: list[str] | None,
+    max_tokens: int,
+    detail: dict | None = None,
+) -> Generation:
+    """Greedy answer from ``llm`` over ``chunks`` (already in the order to show)."""
+    started = time.perf_counter()
+    prompt = build_prompt(task, variant, question=question, context=join_chunks(chunks), choices=choices)
+    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0)[0][0]
+    answer = clean_answer(completion.text, first_line=task != "summary")
+    if not answer:
+        log.warning("%s returned an empty answer", llm.name)
+    trace = StageTrace(
+        name=stage,
+        seconds=time.perf_counter() - started,
+        llm_seconds=completion.seconds,
+        input_tokens=completion.prompt_tokens,
+        output_tokens=completion.completion_tokens,
+        n_in=len(chunks),
+        n_out=1,
+        detail={"model": llm.name, "finish_reason": completion.finish_reason, **(detail or {})},
+    )
+    return Generation(answer, completion, trace)
+
+
+def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stages: list[StageTrace],
+                  **kwargs) -> Prediction:
+    from ragfunnel.types import Trace
+
+    return Prediction(answer=gen.answer, method=method, chunks_used=chunks, trace=Trace(stages),
+                      raw_output=gen.completion.text, **kwargs)
+
+
+def retrieve_by_query(
+    question: str, chunks: list[Chunk], *, budget: int, llm: LLM, stage: str = "retrieve"
+) -> tuple[list[ScoredChunk], StageTrace]:
+    """BM25(chunk; question) top chunks within ``budget`` tokens of ``llm``, in document order.
+
+    When the whole context already fits the budget nothing is dropped and the trace says so.
+    """
+    from ragfunnel.retrieve.bm25 import BM25Index
+
+    started = time.perf_counter()
+    whole = total_tokens(chunks, llm)
+    scores = BM25Index([c.text for c in chunks]).score([question])[0]
+    if whole <= budget:
+        kept = [ScoredChunk(c, float(s)) for c, s in zip(chunks, scores, strict=True)]
+        detail = {"skipped": f"the whole context ({whole} tokens) fits the budget ({budget}); no retrieval needed"}
+    else:
+        kept = select_within_budget(chunks, scores, budget=budget, llm=llm)
+        detail = {"budget": budget, "context_tokens": whole,
+                  "kept_tokens": sum(llm.count_tokens(sc.chunk.text) for sc in kept)}
+    trace = StageTrace(name=stage, seconds=time.perf_counter() - started, n_in=len(chunks), n_out=len(kept),
+                       detail=detail)
+    return kept, trace

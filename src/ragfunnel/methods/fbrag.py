@@ -1,0 +1,139 @@
+"""FB-RAG (forward-backward RAG): a light model's drafts decide which chunks the strong model reads.
+
+Stage I   recall: BM25(chunk; question) keeps a large context C^I (``stage1_budget`` tokens).
+Stage II  precision: the light model reads C^I in document order and samples K
+          "Rationale: ... Answer: ..." drafts; every chunk of the *full* context is scored
+          S_FB(c) = η_B·S(c; q) + η_F·max_k S(c; draft_k), S = BM25, each query max-normalised.
+Stage III generation: the strong model answers from the top chunks within ``budget`` tokens,
+          in document order.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ragfunnel.errors import ConfigError
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.llm.base import LLM
+from ragfunnel.methods.base import (
+    ANSWER_TOKENS,
+    as_prediction,
+    check_fits,
+    check_task,
+    generate_answer,
+    join_chunks,
+    prepare,
+    select_within_budget,
+    total_tokens,
+)
+from ragfunnel.prompts import build_prompt, parse_sample
+from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.retrieve.fusion import forward_backward_scores
+from ragfunnel.types import Prediction, ScoredChunk, StageTrace
+
+# Extra tokens a draft gets on top of the task's answer limit, for its rationale (as in the paper).
+RATIONALE_TOKENS = 64
+
+
+class FBRAG:
+    """FB-RAG. ``eta_forward=1, eta_backward=0`` is the paper's "F"; 0.5/0.5 is "FB"."""
+
+    name = "fb"
+
+    def __init__(
+        self,
+        *,
+        light: str | LLM = DEFAULT_LIGHT,
+        strong: str | LLM = DEFAULT_STRONG,
+        task: str = "qa",
+        stage1_budget: int = 4000,
+        budget: int = 1500,
+        chunk_words: int = 300,
+        samples: int = 5,
+        eta_forward: float = 0.5,
+        eta_backward: float = 0.5,
+        temperature: float = 1.0,
+        top_p: float = 0.9,
+        top_k: int = 50,
+        max_tokens: int | None = None,
+        sample_max_tokens: int | None = None,
+        seed: int = 0,
+    ):
+        if samples < 1:
+            raise ConfigError(f"samples must be at least 1, got {samples}")
+        if min(eta_forward, eta_backward) < 0 or eta_forward + eta_backward == 0:
+            raise ConfigError(f"eta weights must be >= 0 and not both 0, got forward={eta_forward}, "
+                              f"backward={eta_backward}")
+        if stage1_budget < budget:
+            raise ConfigError(f"stage1_budget ({stage1_budget}) is smaller than the final budget ({budget}); "
+                              "Stage I should keep more context than Stage III reads")
+        self.light, self.strong = light, strong
+        self.task = check_task(task)
+        self.stage1_budget, self.budget = stage1_budget, budget
+        self.chunk_words = chunk_words
+        self.samples = samples
+        self.eta_forward, self.eta_backward = eta_forward, eta_backward
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.sample_max_tokens = sample_max_tokens or self.max_tokens + RATIONALE_TOKENS
+        self.seed = seed
+        if eta_backward == 0:
+            self.name = "fb-f"
+
+    def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
+        question, chunks = prepare(question, context, words=self.chunk_words)
+        light, strong = resolve(self.light), resolve(self.strong)
+        check_fits(strong, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
+        check_fits(light, budget=self.stage1_budget, task=self.task, question=question,
+                   max_tokens=self.sample_max_tokens)
+
+        whole = total_tokens(chunks, strong)
+        if whole <= self.budget:
+            note = {"skipped": f"the whole context ({whole} tokens) fits the final budget ({self.budget}); "
+                               "no retrieval or forward lookup needed"}
+            skip = StageTrace(name="stage1_recall", n_in=len(chunks), n_out=len(chunks), detail=note)
+            gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain",
+                                  question=question, chunks=chunks, choices=choices, max_tokens=self.max_tokens)
+            return as_prediction(self.name, gen, [ScoredChunk(c, 1.0) for c in chunks], [skip, gen.stage])
+
+        # Stage I: recall-focused retrieval with the question alone.
+        started = time.perf_counter()
+        index = BM25Index([c.text for c in chunks])
+        backward = index.score([question])[0]
+        recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
+        stage1 = StageTrace(name="stage1_recall", seconds=time.perf_counter() - started, n_in=len(chunks),
+                            n_out=len(recall), detail={"budget": self.stage1_budget, "context_tokens": whole})
+
+        # Stage II: forward lookup. Drafts from the light model re-score every chunk of the full context.
+        started = time.perf_counter()
+        prompt = build_prompt(self.task, "rationale", question=question,
+                              context=join_chunks([sc.chunk for sc in recall]), choices=choices)
+        drafts = light.generate([prompt], n=self.samples, max_tokens=self.sample_max_tokens,
+                                temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+                                seed=self.seed)[0]
+        samples = [parse_sample(d.text) for d in drafts]
+        forward = index.score([f"{s.rationale} {s.answer}" for s in samples])
+        fused = forward_backward_scores(backward, forward, eta_backward=self.eta_backward,
+                                        eta_forward=self.eta_forward)
+        signal = "drafts"
+        if not fused.any():  # drafts share no term with the context: fall back to the question
+            fused, signal = backward, "question (drafts matched no chunk)"
+        stage2 = StageTrace(
+            name="stage2_forward",
+            seconds=time.perf_counter() - started,
+            llm_seconds=sum(d.seconds for d in drafts),
+            input_tokens=sum(d.prompt_tokens for d in drafts[:1]),  # one prefill serves all K drafts
+            output_tokens=sum(d.completion_tokens for d in drafts),
+            n_in=len(recall),
+            n_out=len(samples),
+            detail={"model": light.name, "samples": self.samples, "eta_forward": self.eta_forward,
+                    "eta_backward": self.eta_backward, "scored_by": signal,
+                    "without_answer": sum(1 for s in samples if not s.answer)},
+        )
+
+        # Stage III: the strong model answers from the precise context, in document order.
+        final = select_within_budget(chunks, fused, budget=self.budget, llm=strong, tiebreak=backward)
+        gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
+                              chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
+                              detail={"budget": self.budget})
+        return as_prediction(self.name, gen, final, [stage1, stage2, gen.stage], samples=samples)

@@ -1,0 +1,67 @@
+"""Long context (LC): the whole text in one prompt, cut in the middle if it overflows the window."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.llm.base import LLM
+from ragfunnel.methods.base import ANSWER_TOKENS, WINDOW_MARGIN, as_prediction, check_task, generate_answer, prepare
+from ragfunnel.prompts import build_prompt
+from ragfunnel.types import Chunk, Prediction, ScoredChunk
+
+log = logging.getLogger(__name__)
+
+_WORD = re.compile(r"\S+")
+
+
+def truncate_middle(text: str, *, limit: int, llm: LLM) -> tuple[str, int]:
+    """Drop words from the middle of ``text`` until it has at most ``limit`` tokens.
+
+    Returns the text and its original token count. The start and end of a long document
+    usually carry its framing and conclusions, so the middle goes first.
+    """
+    original = llm.count_tokens(text)
+    if original <= limit:
+        return text, original
+    spans = [m.span() for m in _WORD.finditer(text)]
+    keep_words = int(len(spans) * limit / original)
+    while True:
+        head, tail = spans[: (keep_words + 1) // 2], spans[len(spans) - keep_words // 2 :]
+        cut = text[: head[-1][1]] + "\n...\n" + text[tail[0][0] :] if head and tail else text[: spans[0][1]]
+        if llm.count_tokens(cut) <= limit or keep_words <= 1:
+            return cut, original
+        keep_words = int(keep_words * 0.95)
+
+
+class LongContext:
+    """Answer from the full context with the strong model."""
+
+    name = "lc"
+
+    def __init__(self, *, strong: str | LLM = DEFAULT_STRONG, task: str = "qa", max_tokens: int | None = None):
+        self.strong = strong
+        self.task = check_task(task)
+        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+
+    def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
+        started = time.perf_counter()
+        question, chunks = prepare(question, context, words=10**9)
+        llm = resolve(self.strong)
+        overhead = llm.count_tokens(build_prompt(self.task, "plain", question=question, context="",
+                                                 choices=choices))
+        limit = llm.context_window - overhead - self.max_tokens - WINDOW_MARGIN
+        text, original = truncate_middle(chunks[0].text, limit=limit, llm=llm)
+        detail = {"context_tokens": original}
+        if text != chunks[0].text:
+            log.warning("context of %d tokens exceeds %s's window; cut to %d tokens in the middle",
+                        original, llm.name, limit)
+            detail["truncated_to"] = limit
+        whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=len(text.split()))
+        prep_seconds = time.perf_counter() - started
+        gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
+                              chunks=[whole], choices=choices, max_tokens=self.max_tokens, detail=detail)
+        gen.stage.seconds += prep_seconds
+        return as_prediction(self.name, gen, [ScoredChunk(whole, 1.0)], [gen.stage])

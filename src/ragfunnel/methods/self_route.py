@@ -1,0 +1,37 @@
+"""Self-Route (Li et al., 2024): order-preserving RAG that may say "unanswerable", then long context."""
+
+from __future__ import annotations
+
+from ragfunnel.llm import resolve
+from ragfunnel.methods.base import as_prediction, check_fits, generate_answer, prepare, retrieve_by_query
+from ragfunnel.methods.long_context import LongContext
+from ragfunnel.methods.vanilla import VanillaRAG
+from ragfunnel.prompts import is_unanswerable
+from ragfunnel.types import Prediction
+
+
+class SelfRoute(VanillaRAG):
+    """Step 1: the strong model answers from retrieved chunks or declines. Step 2 (on decline): LC."""
+
+    name = "self-route"
+    keep_document_order = True
+
+    def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
+        question, chunks = prepare(question, context, words=self.chunk_words)
+        llm = resolve(self.strong)
+        check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
+        kept, retrieval = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
+        first = generate_answer(llm, stage="generate_or_decline", task=self.task, variant="unanswerable",
+                                question=question, chunks=[sc.chunk for sc in kept], choices=choices,
+                                max_tokens=self.max_tokens)
+        if not is_unanswerable(first.answer):
+            first.stage.detail["route"] = "rag"
+            return as_prediction(self.name, first, kept, [retrieval, first.stage])
+        first.stage.detail["route"] = "long_context"
+        lc = LongContext(strong=llm, task=self.task, max_tokens=self.max_tokens).run(
+            question, context, choices=choices)
+        fallback = lc.trace.stages[0]
+        fallback.name = "fallback_long_context"
+        lc.trace.stages = [retrieval, first.stage, fallback]
+        lc.method = self.name
+        return lc

@@ -1,0 +1,49 @@
+"""Vanilla RAG: BM25 top chunks within a token budget, best first."""
+
+from __future__ import annotations
+
+from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.llm.base import LLM
+from ragfunnel.methods.base import (
+    ANSWER_TOKENS,
+    as_prediction,
+    check_fits,
+    check_task,
+    generate_answer,
+    prepare,
+    retrieve_by_query,
+)
+from ragfunnel.types import Prediction
+
+
+class VanillaRAG:
+    """Retrieve by BM25(chunk; question), show chunks in score order, answer with the strong model."""
+
+    name = "vanilla"
+    keep_document_order = False
+
+    def __init__(
+        self,
+        *,
+        strong: str | LLM = DEFAULT_STRONG,
+        task: str = "qa",
+        budget: int = 1500,
+        chunk_words: int = 300,
+        max_tokens: int | None = None,
+    ):
+        self.strong = strong
+        self.task = check_task(task)
+        self.budget = budget
+        self.chunk_words = chunk_words
+        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+
+    def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
+        question, chunks = prepare(question, context, words=self.chunk_words)
+        llm = resolve(self.strong)
+        check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
+        kept, retrieval = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
+        if not self.keep_document_order:
+            kept = sorted(kept, key=lambda sc: -sc.score)
+        gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
+                              chunks=[sc.chunk for sc in kept], choices=choices, max_tokens=self.max_tokens)
+        return as_prediction(self.name, gen, kept, [retrieval, gen.stage])

@@ -1,0 +1,44 @@
+"""Reading model replies. Small models often ignore the format, so parsing never fails."""
+
+from __future__ import annotations
+
+import re
+
+from ragfunnel.types import Sample
+
+_ANSWER = re.compile(r"\banswer\s*:", re.IGNORECASE)
+_RATIONALE = re.compile(r"^\s*\**\s*rationale\s*\**\s*:\s*", re.IGNORECASE)
+_LEAD = re.compile(r"^\s*(\**\s*(final\s+)?answer\s*\**\s*:\s*)", re.IGNORECASE)
+
+
+def parse_sample(text: str) -> Sample:
+    """Split a "Rationale: ... Answer: ..." reply.
+
+    The last "Answer:" splits the two parts. With no "Answer:" (the model ran out of
+    tokens, or ignored the format) everything is rationale and the answer is empty; the
+    whole text still serves as the forward-lookup query.
+    """
+    matches = list(_ANSWER.finditer(text))
+    if matches:
+        cut = matches[-1]
+        rationale, answer = text[: cut.start()], clean_answer(text[cut.end() :])
+    else:
+        rationale, answer = text, ""
+    return Sample(text=text, rationale=_RATIONALE.sub("", rationale).strip(), answer=answer)
+
+
+def clean_answer(text: str, *, first_line: bool = True) -> str:
+    """The answer in a direct reply: drop an echoed "Answer:"; keep the first non-empty line
+    unless ``first_line`` is False (summaries span lines)."""
+    text = _LEAD.sub("", text.strip())
+    if not first_line:
+        return text.strip()
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def is_unanswerable(answer: str) -> bool:
+    """Whether a reply declines to answer (Self-Route's signal to fall back to the full context)."""
+    return "unanswerable" in answer.lower()

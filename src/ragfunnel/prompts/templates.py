@@ -1,0 +1,102 @@
+"""Prompt templates per task kind, each in three variants.
+
+``plain``         answer directly (LC, vanilla, OP-RAG, final generation of FB-RAG)
+``unanswerable``  answer, or say "unanswerable" when the text lacks it (Self-Route step 1)
+``rationale``     a short "Rationale:" line, then an "Answer:" line (FB-RAG Stage II drafts)
+
+The structure follows the papers (instruction, the text, the instruction again next to the
+question, an answer cue); the wording is ragfunnel's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragfunnel.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TaskPrompt:
+    task: str
+    intro: str  # what the reader is given and must do
+    text_label: str  # heading above the context
+    ask: str  # restated next to the question
+    style: str  # how short the answer should be
+
+
+TASKS: dict[str, TaskPrompt] = {
+    t.task: t
+    for t in [
+        TaskPrompt(
+            task="qa",
+            intro="You will read a long text and then answer a question about it.",
+            text_label="Text",
+            ask="Using only the text above, answer the question.",
+            style="Reply with the shortest phrase that answers it and nothing else.",
+        ),
+        TaskPrompt(
+            task="multihop",
+            intro="You will read several passages and then answer a question; the answer may need "
+            "facts from more than one passage.",
+            text_label="Passages",
+            ask="Using only the passages above, answer the question.",
+            style="Reply with the shortest phrase that answers it and nothing else.",
+        ),
+        TaskPrompt(
+            task="summary",
+            intro="You will read a long text, such as a meeting transcript, and then write a summary "
+            "that responds to a query about it.",
+            text_label="Text",
+            ask="Using only the text above, write a summary that responds to the query.",
+            style="Write a few plain sentences.",
+        ),
+        TaskPrompt(
+            task="choice",
+            intro="You will read a long text and then choose the option that answers a question about it.",
+            text_label="Text",
+            ask="Using only the text above, choose the correct option.",
+            style="Reply with the letter of the correct option and nothing else.",
+        ),
+    ]
+}
+
+VARIANTS = ("plain", "unanswerable", "rationale")
+
+_UNANSWERABLE = 'If the text does not hold what is needed to answer, reply with the single word "unanswerable".'
+_RATIONALE = (
+    'First write "Rationale:" and, in two or three sentences, say which parts of the text lead to the '
+    'answer. Then write "Answer:" followed by the answer.'
+)
+_CUE = {"plain": "Answer:", "unanswerable": "Answer:", "rationale": "Rationale:"}
+
+
+def option_letters(choices: list[str]) -> list[str]:
+    return [chr(ord("A") + i) for i in range(len(choices))]
+
+
+def build_prompt(
+    task: str,
+    variant: str,
+    *,
+    question: str,
+    context: str,
+    choices: list[str] | None = None,
+) -> str:
+    """The user message for ``task`` in ``variant`` over ``context``."""
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+    if variant not in VARIANTS:
+        raise ConfigError(f"unknown prompt variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
+    if task == "choice" and not choices:
+        raise ConfigError("the choice task needs the options; pass choices=[...]")
+    t = TASKS[task]
+    instruction = t.style if variant != "rationale" else _RATIONALE
+    if variant == "unanswerable":
+        instruction += " " + _UNANSWERABLE
+    head = f"{t.intro} {t.style}" + (f" {_UNANSWERABLE}" if variant == "unanswerable" else "")
+    label = "Query" if task == "summary" else "Question"
+    lines = [head, "", f"{t.text_label}:", context.strip(), "", f"{t.ask} {instruction}", f"{label}: {question.strip()}"]
+    if choices:
+        lines += [f"{letter}. {c}" for letter, c in zip(option_letters(choices), choices, strict=True)]
+    lines.append(_CUE[variant])
+    return "\n".join(lines)

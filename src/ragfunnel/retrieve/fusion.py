@@ -1,0 +1,40 @@
+"""Combining and ranking chunk scores."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def max_normalize(scores: np.ndarray) -> np.ndarray:
+    """Scale each row of non-negative scores so its maximum is 1 (all-zero rows stay zero).
+
+    BM25 scores grow with query length, so a one-line question and a three-sentence
+    draft score on different scales; dividing by the row maximum puts each query's
+    evidence on [0, 1] before queries are compared or mixed.
+    """
+    scores = np.atleast_2d(np.asarray(scores, dtype=np.float64))
+    peak = scores.max(axis=1, keepdims=True)
+    return np.divide(scores, peak, out=np.zeros_like(scores), where=peak > 0)
+
+
+def forward_backward_scores(
+    backward: np.ndarray, forward: np.ndarray, *, eta_backward: float, eta_forward: float
+) -> np.ndarray:
+    """FB-RAG's chunk score: η_B·S(c; q) + η_F·max_k S(c; r_k + a_k), each query max-normalised.
+
+    ``backward`` has shape (n_chunks,), ``forward`` (n_samples, n_chunks). Taking the
+    maximum over samples keeps a chunk high if any single draft leaned on it.
+    """
+    back = max_normalize(backward)[0]
+    fwd = max_normalize(forward).max(axis=0) if len(forward) else np.zeros_like(back)
+    return eta_backward * back + eta_forward * fwd
+
+
+def rank(scores: np.ndarray, *, tiebreak: np.ndarray | None = None) -> np.ndarray:
+    """Indices by descending score; ties by descending ``tiebreak``, then by position."""
+    scores = np.asarray(scores, dtype=np.float64)
+    keys = [np.arange(len(scores))]
+    if tiebreak is not None:
+        keys.append(-np.asarray(tiebreak, dtype=np.float64))
+    keys.append(-scores)
+    return np.lexsort(keys)

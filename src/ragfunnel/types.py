@@ -1,0 +1,158 @@
+"""Plain dataclasses passed between stages. Validation lives in ``__post_init__``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragfunnel.errors import InputError
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A window of a document. ``position`` is its index in document order."""
+
+    id: str
+    text: str
+    doc_id: str
+    position: int
+    n_words: int
+
+    def __post_init__(self) -> None:
+        if self.position < 0:
+            raise InputError(f"chunk {self.id!r} has negative position {self.position}")
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    """A chunk with the score that selected it (higher is better)."""
+
+    chunk: Chunk
+    score: float
+
+
+@dataclass(frozen=True)
+class Example:
+    """One question to answer, with its context (provided-context tasks) and gold answers."""
+
+    id: str
+    question: str
+    context: str | None = None
+    answers: list[str] = field(default_factory=list)
+    choices: list[str] | None = None
+    task: str = "qa"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.question.strip():
+            raise InputError(f"example {self.id!r} has an empty question; give every example a question")
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What one LLM call returned for one sample."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A light-model draft used for forward lookup: its raw text and the parsed parts."""
+
+    text: str
+    rationale: str
+    answer: str
+
+
+@dataclass
+class StageTrace:
+    """What one stage of a method cost and kept."""
+
+    name: str
+    seconds: float = 0.0
+    llm_seconds: float = 0.0  # the part of ``seconds`` spent inside LLM calls
+    input_tokens: int = 0
+    output_tokens: int = 0
+    n_in: int = 0
+    n_out: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Trace:
+    stages: list[StageTrace] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.stages)
+
+    @property
+    def input_tokens(self) -> int:
+        """Effective context length: LLM input tokens summed over every call."""
+        return sum(s.input_tokens for s in self.stages)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(s.output_tokens for s in self.stages)
+
+    @property
+    def llm_seconds(self) -> float:
+        return sum(s.llm_seconds for s in self.stages)
+
+    def stage(self, name: str) -> StageTrace:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(f"no stage named {name!r}; stages are {[s.name for s in self.stages]}")
+
+
+@dataclass
+class Prediction:
+    answer: str
+    method: str
+    chunks_used: list[ScoredChunk]
+    trace: Trace
+    samples: list[Sample] = field(default_factory=list)
+    raw_output: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (the CLI's ``--json`` output)."""
+        return {
+            "answer": self.answer,
+            "method": self.method,
+            "chunks_used": [
+                {
+                    "id": sc.chunk.id,
+                    "position": sc.chunk.position,
+                    "score": round(float(sc.score), 6),
+                    "n_words": sc.chunk.n_words,
+                    "text": sc.chunk.text,
+                }
+                for sc in self.chunks_used
+            ],
+            "samples": [{"text": s.text, "rationale": s.rationale, "answer": s.answer} for s in self.samples],
+            "trace": {
+                "seconds": round(self.trace.seconds, 3),
+                "llm_seconds": round(self.trace.llm_seconds, 3),
+                "input_tokens": self.trace.input_tokens,
+                "output_tokens": self.trace.output_tokens,
+                "stages": [
+                    {
+                        "name": s.name,
+                        "seconds": round(s.seconds, 3),
+                        "llm_seconds": round(s.llm_seconds, 3),
+                        "input_tokens": s.input_tokens,
+                        "output_tokens": s.output_tokens,
+                        "n_in": s.n_in,
+                        "n_out": s.n_out,
+                        "detail": s.detail,
+                    }
+                    for s in self.trace.stages
+                ],
+            },
+            "raw_output": self.raw_output,
+        }
