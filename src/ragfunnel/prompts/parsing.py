@@ -6,9 +6,10 @@ import re
 
 from ragfunnel.types import Sample
 
-_ANSWER = re.compile(r"\banswer\s*:", re.IGNORECASE)
-_RATIONALE = re.compile(r"^\s*\**\s*rationale\s*\**\s*:\s*", re.IGNORECASE)
-_LEAD = re.compile(r"^\s*(\**\s*(final\s+)?answer\s*\**\s*:\s*)", re.IGNORECASE)
+# Markdown emphasis around the labels ("**Answer:**", "**Answer**:") is common in small models' replies.
+_ANSWER = re.compile(r"\**\banswer\**\s*:\**", re.IGNORECASE)
+_RATIONALE = re.compile(r"^\s*\**\s*rationale\s*\**\s*:\s*\**\s*", re.IGNORECASE)
+_LEAD = re.compile(r"^\s*\**\s*(final\s+)?answer\s*\**\s*:\s*\**\s*", re.IGNORECASE)
 
 
 def parse_sample(text: str) -> Sample:

@@ -1,0 +1,23 @@
+"""Shared fixtures. Tests marked ``model`` load real bundled models (see tests/test_models_*.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
+
+
+@pytest.fixture(scope="session")
+def hotpot_examples() -> list[dict]:
+    if not HOTPOT.exists():
+        pytest.skip(f"shared data not found at {HOTPOT}")
+    return json.loads(HOTPOT.read_text())
+
+
+def hotpot_context(example: dict) -> str:
+    """The example's ten paragraphs as one text, each headed by its title."""
+    return "\n\n".join(f"{title}\n{''.join(sents).strip()}" for title, sents in example["context"])
