@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import re
@@ -17,6 +18,28 @@ from ragfunnel.types import Completion
 log = logging.getLogger(__name__)
 
 _TOO_LONG = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+def _trained_context(path: Path) -> int:
+    """The context length a GGUF model was trained with, read from its metadata (vocab only, cheap)."""
+    import llama_cpp
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    params = llama_cpp.llama_model_default_params()
+    params.vocab_only = True
+    with suppress_stdout_stderr(disable=False):
+        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+    if not model:
+        raise ValueError("not a readable GGUF file")
+    try:
+        def meta(key: str) -> str:
+            buf = ctypes.create_string_buffer(256)
+            n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+            return buf.value.decode() if n >= 0 else ""
+
+        return int(meta(f"{meta('general.architecture')}.context_length") or 0)
+    finally:
+        llama_cpp.llama_model_free(model)
 
 
 class LlamaCppLLM(BaseLLM):
@@ -56,6 +79,7 @@ class LlamaCppLLM(BaseLLM):
             raise ModelError(f"model file {self.model_path} does not exist; check the path or run `ragfunnel models`")
         started = time.perf_counter()
         try:
+            self._n_ctx = min(self._n_ctx, _trained_context(self.model_path) or self._n_ctx)
             llama = Llama(
                 model_path=str(self.model_path),
                 n_ctx=self._n_ctx,
@@ -66,18 +90,9 @@ class LlamaCppLLM(BaseLLM):
             )
         except (ValueError, RuntimeError) as e:
             raise ModelError(
-                f"llama.cpp could not load {self.model_path} ({e}); the file is missing, truncated or not GGUF — "
-                "re-download it (for bundled models: `ragfunnel models --prepare`)"
+                f"llama.cpp could not load {self.model_path} ({e}); the file is truncated or not GGUF — "
+                "replace it (for bundled models: `ragfunnel models --prepare`)"
             ) from None
-        train_ctx = llama.n_ctx_train()
-        if train_ctx < self._n_ctx:
-            # Never run past what the model was trained on: reload at its own window.
-            del llama
-            self._n_ctx = train_ctx
-            llama = Llama(
-                model_path=str(self.model_path), n_ctx=train_ctx, n_threads=self._n_threads,
-                n_threads_batch=self._n_threads, n_batch=self._n_batch, verbose=False,
-            )
         self._llama = llama
         log.info("loaded %s in %.1fs (n_ctx=%d)", self.name, time.perf_counter() - started, self._n_ctx)
 

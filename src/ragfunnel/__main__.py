@@ -1,0 +1,3 @@
+from ragfunnel.cli.main import main
+
+main()

@@ -1,0 +1,136 @@
+"""The CLI as a user runs it: a subprocess, real files, exit codes, one-line errors."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import hotpot_context
+
+RAGFUNNEL = shutil.which("ragfunnel", path=str(Path(sys.executable).parent)) or "ragfunnel"
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([RAGFUNNEL, *args], capture_output=True, text=True, input=stdin, timeout=900)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, match: str) -> None:
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert match in lines[0]
+
+
+def test_help_lists_commands_and_methods():
+    out = run("--help").stdout
+    assert "ask" in out and "models" in out
+    assert "fb-f" in run("ask", "--help").stdout
+
+
+def test_models_lists_every_bundled_model():
+    r = run("models", "--json")
+    rows = json.loads(r.stdout)
+    assert {row["name"] for row in rows} == {"qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2-135m"}
+    assert all({"size", "path", "ready"} <= set(row) for row in rows)
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"", "empty"),
+    (b"  \n\t\n", "empty"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not UTF-8"),
+    ("caf\xe9".encode("latin-1"), "not UTF-8"),
+    (b"text\x00with\x00nulls", "binary"),
+])
+def test_bad_context_files(tmp_path, content, match):
+    path = tmp_path / "context.txt"
+    path.write_bytes(content)
+    assert_one_line_error(run("ask", "Who?", "--context", str(path)), match)
+
+
+def test_missing_context_file(tmp_path):
+    assert_one_line_error(run("ask", "Who?", "--context", str(tmp_path / "nope.txt")), "does not exist")
+
+
+def test_empty_question(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("Some text.")
+    assert_one_line_error(run("ask", "  ", "--context", str(path), "--method", "op"), "question is empty")
+
+
+def test_unknown_model_spec(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("Some text.")
+    assert_one_line_error(run("ask", "Who?", "--context", str(path), "--strong", "gpt5"), "unknown model spec")
+
+
+def test_option_the_method_does_not_take(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("Some text.")
+    assert_one_line_error(run("ask", "Who?", "--context", str(path), "--method", "op", "--samples", "3"),
+                          "does not take samples")
+
+
+def test_missing_model_file(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("Some text.")
+    r = run("ask", "Who?", "--context", str(path), "--method", "lc", "--strong", f"gguf:{tmp_path}/m.gguf")
+    assert_one_line_error(r, "does not exist")
+
+
+def test_corrupt_model_file(tmp_path):
+    pytest.importorskip("llama_cpp")
+    path, model = tmp_path / "c.txt", tmp_path / "m.gguf"
+    path.write_text("Some text.")
+    model.write_bytes(b"GGUF" + b"\x01" * 2048)
+    r = run("ask", "Who?", "--context", str(path), "--method", "lc", "--strong", f"gguf:{model}")
+    assert_one_line_error(r, "could not load")
+
+
+def test_unreachable_server(tmp_path):
+    from tests.test_registry_and_http import free_port
+
+    path = tmp_path / "c.txt"
+    path.write_text("Some text.")
+    r = run("ask", "Who?", "--context", str(path), "--method", "lc",
+            "--strong", f"openai:http://127.0.0.1:{free_port()}/v1#m")
+    assert_one_line_error(r, "cannot connect")
+
+
+@pytest.mark.model
+def test_budget_smaller_than_one_chunk(tmp_path, hotpot_examples):
+    path = tmp_path / "c.txt"
+    path.write_text(hotpot_context(hotpot_examples[0]))
+    r = run("ask", "Who?", "--context", str(path), "--method", "op", "--strong", "bundled:smollm2-135m",
+            "--budget", "50")
+    assert_one_line_error(r, "smaller than one chunk")
+
+
+@pytest.mark.model
+def test_ask_json_from_stdin_with_the_tiny_model(hotpot_examples):
+    example = hotpot_examples[2]
+    r = run("ask", example["question"], "--context", "-", "--method", "fb-f", "--task", "multihop",
+            "--light", "bundled:smollm2-135m", "--strong", "bundled:smollm2-135m", "--budget", "400",
+            "--stage1-budget", "800", "--chunk-words", "100", "--samples", "2", "--json",
+            stdin=hotpot_context(example))
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["method"] == "fb-f" and len(out["samples"]) == 2
+    assert [s["name"] for s in out["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate"]
+    assert all({"position", "score", "text"} <= set(c) for c in out["chunks_used"])
+    assert out["trace"]["input_tokens"] > 0
+
+
+@pytest.mark.model
+def test_ask_prints_answer_and_stage_summary(tmp_path, hotpot_examples):
+    example = hotpot_examples[3]
+    path = tmp_path / "c.txt"
+    path.write_text(hotpot_context(example))
+    r = run("ask", example["question"], "--context", str(path), "--method", "op",
+            "--strong", "bundled:smollm2-135m", "--budget", "400", "--chunk-words", "100")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()  # the answer
+    assert "-- op:" in r.stderr and "retrieve" in r.stderr and "generate" in r.stderr

@@ -1,0 +1,117 @@
+"""Model specs, and the HTTP backend against servers that are down or failing (no model needed)."""
+
+import http.server
+import json
+import socket
+import threading
+
+import pytest
+
+from ragfunnel.errors import BackendUnavailable, ConfigError, ModelError
+from ragfunnel.llm import registry
+from ragfunnel.llm.llamacpp import LlamaCppLLM
+from ragfunnel.llm.openai import OpenAICompatibleLLM
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("qwen", "unknown model spec"),
+    ("hub:foo", "unknown model spec"),
+    ("bundled:nope", "valid: qwen2.5-0.5b"),
+    ("openai:localhost:8000", "openai:http://HOST:PORT/v1#MODEL"),
+    ("gguf:", "names nothing"),
+])
+def test_bad_specs_are_named(spec, match):
+    with pytest.raises(ConfigError, match=match):
+        registry.resolve(spec)
+
+
+def test_openai_spec_resolves_without_connecting():
+    llm = registry.resolve(f"openai:http://127.0.0.1:{free_port()}/v1#m")
+    assert isinstance(llm, OpenAICompatibleLLM) and llm.model == "m"
+
+
+def test_missing_gguf_file_is_a_model_error(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        LlamaCppLLM(tmp_path / "none.gguf").warm_up()
+
+
+def test_corrupt_gguf_file_is_a_model_error(tmp_path):
+    pytest.importorskip("llama_cpp")
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\x00" * 4096)
+    with pytest.raises(ModelError, match="could not load"):
+        LlamaCppLLM(bad).warm_up()
+
+
+def test_unreachable_server_is_backend_unavailable():
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=1, timeout=2)
+    llm.backoff_seconds = 0.01
+    with pytest.raises(BackendUnavailable, match="cannot connect"):
+        llm.generate(["hi"])
+
+
+class _Flaky(http.server.BaseHTTPRequestHandler):
+    """Fails with 503 ``fail_first`` times, then answers like an OpenAI server with one choice."""
+
+    fail_first = 0
+    seen: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).seen.append(body)
+        if len(type(self).seen) <= type(self).fail_first:
+            self.send_response(503)
+            self.end_headers()
+            return
+        reply = {"choices": [{"message": {"content": f"ok {len(type(self).seen)}"}, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": 7, "completion_tokens": 2}}
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def flaky_server():
+    _Flaky.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_transient_failures_are_retried_then_succeed(flaky_server):
+    _Flaky.fail_first = 2
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m", max_retries=3)
+    llm.backoff_seconds = 0.01
+    (out,) = llm.generate(["hi"])
+    assert out[0].text == "ok 3" and out[0].prompt_tokens == 7
+
+
+def test_persistent_failure_gives_up_with_a_clear_error(flaky_server):
+    _Flaky.fail_first = 100
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m", max_retries=2)
+    llm.backoff_seconds = 0.01
+    with pytest.raises(BackendUnavailable, match="after 3 attempts"):
+        llm.generate(["hi"])
+    assert len(_Flaky.seen) == 3
+
+
+def test_server_ignoring_n_gets_follow_up_requests(flaky_server):
+    _Flaky.fail_first = 0
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m")
+    (outs,) = llm.generate(["hi"], n=3, temperature=1.0, seed=10)
+    assert [o.text for o in outs] == ["ok 1", "ok 2", "ok 3"]
+    assert [b["n"] for b in _Flaky.seen] == [3, 2, 1]
+    assert [b["seed"] for b in _Flaky.seen] == [10, 11, 12]  # each request draws new samples
