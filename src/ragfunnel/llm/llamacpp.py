@@ -96,6 +96,14 @@ class LlamaCppLLM(BaseLLM):
         self._llama = llama
         log.info("loaded %s in %.1fs (n_ctx=%d)", self.name, time.perf_counter() - started, self._n_ctx)
 
+    def reset(self) -> None:
+        """Forget the cached prompt (KV) state, so the next call pays its full prefill.
+
+        Benchmarks call this between methods so that no method rides on another's cache.
+        """
+        if self._llama is not None:
+            self._llama.reset()
+
     @property
     def context_window(self) -> int:
         self.warm_up()

@@ -1,0 +1,1 @@
+"""Evaluation: metrics and offline construction of long-context test sets."""

@@ -1,0 +1,58 @@
+"""Build long contexts offline: a question's own passages hidden among distractor passages."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from ragfunnel.errors import InputError
+
+
+@dataclass(frozen=True)
+class Passage:
+    title: str
+    text: str
+
+    def render(self) -> str:
+        return f"{self.title}\n{self.text.strip()}"
+
+    @property
+    def n_words(self) -> int:
+        return len(self.title.split()) + len(self.text.split())
+
+
+@dataclass(frozen=True)
+class LongContext:
+    text: str
+    passages: list[Passage]
+    gold_positions: list[int]  # indices into ``passages`` of the question's own passages
+
+    @property
+    def n_words(self) -> int:
+        return len(self.text.split())
+
+
+def build_long_context(
+    own: list[Passage], pool: list[Passage], *, target_words: int, seed: int = 0
+) -> LongContext:
+    """Add distractors from ``pool`` (titles not among ``own``) until ``target_words``, then shuffle.
+
+    The same ``seed`` gives the same context; gold positions are recorded.
+    """
+    rng = random.Random(seed)
+    own_titles = {p.title for p in own}
+    candidates = [p for p in pool if p.title not in own_titles]
+    rng.shuffle(candidates)
+    chosen, words = list(own), sum(p.n_words for p in own)
+    for p in candidates:
+        if words >= target_words:
+            break
+        chosen.append(p)
+        words += p.n_words
+    if words < target_words:
+        raise InputError(f"the pool holds only {words} words; lower target_words below that or add passages")
+    order = list(range(len(chosen)))
+    rng.shuffle(order)
+    passages = [chosen[i] for i in order]
+    gold = sorted(new for new, old in enumerate(order) if old < len(own))
+    return LongContext("\n\n".join(p.render() for p in passages), passages, gold)
