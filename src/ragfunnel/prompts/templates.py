@@ -90,12 +90,13 @@ def build_prompt(
     if task == "choice" and not choices:
         raise ConfigError("the choice task needs the options; pass choices=[...]")
     t = TASKS[task]
-    instruction = t.style if variant != "rationale" else _RATIONALE
-    if variant == "unanswerable":
-        instruction += " " + _UNANSWERABLE
-    head = f"{t.intro} {t.style}" + (f" {_UNANSWERABLE}" if variant == "unanswerable" else "")
+    # The instruction is given before the text and again beside the question; a draft
+    # (rationale variant) is not told to be terse up front, only to end with its answer.
+    instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE}[variant]
+    head = t.intro if variant == "rationale" else f"{t.intro} {instruction}"
     label = "Query" if task == "summary" else "Question"
-    lines = [head, "", f"{t.text_label}:", context.strip(), "", f"{t.ask} {instruction}", f"{label}: {question.strip()}"]
+    lines = [head, "", f"{t.text_label}:", context.strip(), "", f"{t.ask} {instruction}",
+             f"{label}: {question.strip()}"]
     if choices:
         lines += [f"{letter}. {c}" for letter, c in zip(option_letters(choices), choices, strict=True)]
     lines.append(_CUE[variant])
