@@ -10,6 +10,20 @@ python="${PYTHON:-python3}"
   || { echo "error: ragfunnel needs Python >= 3.11; set PYTHON=/path/to/python3.11" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 
+# llama.cpp's default native build turns on AMX wherever the CPU advertises it; virtual machines
+# that advertise AMX without granting it crash on the first decode (seen on this project's build
+# machines). On x86-64 Linux, build for the CPU's AVX2/AVX-512 features by name instead.
+if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -sm)" = "Linux x86_64" ]; then
+  cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo)
+  CMAKE_ARGS="-DGGML_NATIVE=OFF"
+  for pair in avx:AVX avx2:AVX2 fma:FMA f16c:F16C bmi2:BMI2 avx512f:AVX512 avx512vbmi:AVX512_VBMI \
+              avx512_vnni:AVX512_VNNI avx512_bf16:AVX512_BF16 avx_vnni:AVX_VNNI; do
+    if grep -qw "${pair%%:*}" <<<"$cpu_flags"; then on=ON; else on=OFF; fi
+    CMAKE_ARGS="$CMAKE_ARGS -DGGML_${pair##*:}=$on"
+  done
+  export CMAKE_ARGS
+fi
+
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 "${pip[@]}" install --quiet --upgrade pip
 echo "installing ragfunnel with all extras (llama-cpp-python compiles on first install)..." >&2

@@ -127,6 +127,7 @@ class LlamaCppLLM(BaseLLM):
                         temperature=params.temperature,
                         top_p=params.top_p,
                         top_k=params.top_k,
+                        min_p=0.0,  # llama-cpp-python defaults to 0.05; keep plain top-p/top-k sampling
                         stop=list(params.stop) or None,
                         seed=params.seed + i,  # distinct samples; same seed would repeat the draw
                     )

@@ -10,6 +10,7 @@ Stage III generation: the strong model answers from the top chunks within ``budg
 
 from __future__ import annotations
 
+import logging
 import time
 
 from ragfunnel.errors import ConfigError
@@ -30,6 +31,8 @@ from ragfunnel.prompts import build_prompt, parse_sample
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.types import Prediction, ScoredChunk, StageTrace
+
+log = logging.getLogger(__name__)
 
 # Extra tokens a draft gets on top of the task's answer limit, for its rationale (as in the paper).
 RATIONALE_TOKENS = 64
@@ -105,6 +108,8 @@ class FBRAG:
                             n_out=len(recall), detail={"budget": self.stage1_budget, "context_tokens": whole})
 
         # Stage II: forward lookup. Drafts from the light model re-score every chunk of the full context.
+        log.info("stage I kept %d of %d chunks; %s drafts %d samples", len(recall), len(chunks), light.name,
+                 self.samples)
         started = time.perf_counter()
         prompt = build_prompt(self.task, "rationale", question=question,
                               context=join_chunks([sc.chunk for sc in recall]), choices=choices)
@@ -132,6 +137,7 @@ class FBRAG:
         )
 
         # Stage III: the strong model answers from the precise context, in document order.
+        log.info("stage II done in %.1fs; %s answers", stage2.seconds, strong.name)
         final = select_within_budget(chunks, fused, budget=self.budget, llm=strong, tiebreak=backward)
         gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
                               chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
