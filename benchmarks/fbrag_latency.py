@@ -32,7 +32,7 @@ from ragfunnel.methods import make_method
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_train_hipporag"
 
 # name -> (method, options). All RAG methods read the same final budget.
-BUDGET, STAGE1 = 1500, 4000
+BUDGET, STAGE1 = 1500, 3000
 METHODS = {
     "lc": ("lc", {}),
     "op": ("op", {"budget": BUDGET}),
@@ -112,7 +112,7 @@ def summarise(rows: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--questions", type=int, default=20)
-    ap.add_argument("--words", type=int, default=6500, help="target context length in words")
+    ap.add_argument("--words", type=int, default=6000, help="target context length in words")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated subset of {list(METHODS)}")
     ap.add_argument("--light", default=DEFAULT_LIGHT)

@@ -33,10 +33,14 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ragfunnel")
-@click.option("-v", "--verbose", is_flag=True, help="Log progress (model loads, stage timings) to stderr.")
-def main(verbose: bool) -> None:
+@click.option("-v", "--verbose", is_flag=True,
+              help="Log progress (model loads, stages) to stderr; on by default when stderr is a terminal.")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr.")
+def main(verbose: bool, quiet: bool) -> None:
     """Answer questions over text too long to give an LLM whole (FB-RAG and baselines)."""
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s: %(message)s")
+    show_progress = verbose or (sys.stderr.isatty() and not quiet)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
 
 
 @main.command()

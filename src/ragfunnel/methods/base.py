@@ -12,9 +12,10 @@ import numpy as np
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, build_prompt, clean_answer
+from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.text import check_context, chunk_words
-from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace
+from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,7 @@ def generate_answer(
 ) -> Generation:
     """Greedy answer from ``llm`` over ``chunks`` (already in the order to show)."""
     started = time.perf_counter()
+    log.info("%s: %s reads %d chunk(s) and answers", stage, llm.name, len(chunks))
     prompt = build_prompt(task, variant, question=question, context=join_chunks(chunks), choices=choices)
     completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0)[0][0]
     answer = clean_answer(completion.text, first_line=task != "summary")
@@ -132,8 +134,6 @@ def generate_answer(
 
 def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stages: list[StageTrace],
                   **kwargs) -> Prediction:
-    from ragfunnel.types import Trace
-
     return Prediction(answer=gen.answer, method=method, chunks_used=chunks, trace=Trace(stages),
                       raw_output=gen.completion.text, **kwargs)
 
@@ -145,8 +145,6 @@ def retrieve_by_query(
 
     When the whole context already fits the budget nothing is dropped and the trace says so.
     """
-    from ragfunnel.retrieve.bm25 import BM25Index
-
     started = time.perf_counter()
     whole = total_tokens(chunks, llm)
     scores = BM25Index([c.text for c in chunks]).score([question])[0]

@@ -8,8 +8,16 @@ import time
 
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import ANSWER_TOKENS, WINDOW_MARGIN, as_prediction, check_task, generate_answer, prepare
+from ragfunnel.methods.base import (
+    ANSWER_TOKENS,
+    WINDOW_MARGIN,
+    as_prediction,
+    check_question,
+    check_task,
+    generate_answer,
+)
 from ragfunnel.prompts import build_prompt
+from ragfunnel.text import check_context
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
 log = logging.getLogger(__name__)
@@ -48,14 +56,14 @@ class LongContext:
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         started = time.perf_counter()
-        question, chunks = prepare(question, context, words=10**9)
+        question, context = check_question(question), check_context(context)
         llm = resolve(self.strong)
         overhead = llm.count_tokens(build_prompt(self.task, "plain", question=question, context="",
                                                  choices=choices))
         limit = llm.context_window - overhead - self.max_tokens - WINDOW_MARGIN
-        text, original = truncate_middle(chunks[0].text, limit=limit, llm=llm)
+        text, original = truncate_middle(context, limit=limit, llm=llm)
         detail = {"context_tokens": original}
-        if text != chunks[0].text:
+        if text != context:
             log.warning("context of %d tokens exceeds %s's window; cut to %d tokens in the middle",
                         original, llm.name, limit)
             detail["truncated_to"] = limit
