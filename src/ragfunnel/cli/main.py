@@ -58,7 +58,7 @@ def main(verbose: bool, quiet: bool) -> None:
 @click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
               "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL.")
 @click.option("--budget", type=int, help="Tokens of context the answering model reads [default: 1500].")
-@click.option("--stage1-budget", type=int, help="FB-RAG Stage I tokens read by the light model [default: 4000].")
+@click.option("--stage1-budget", type=int, help="FB-RAG Stage I tokens read by the light model [default: 3000].")
 @click.option("--samples", type=int, help="FB-RAG drafts K [default: 5].")
 @click.option("--chunk-words", type=int, help="Words per chunk [default: 300].")
 @click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0].")

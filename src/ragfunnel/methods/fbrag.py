@@ -49,7 +49,7 @@ class FBRAG:
         light: str | LLM = DEFAULT_LIGHT,
         strong: str | LLM = DEFAULT_STRONG,
         task: str = "qa",
-        stage1_budget: int = 4000,
+        stage1_budget: int = 3000,
         budget: int = 1500,
         chunk_words: int = 300,
         samples: int = 5,
