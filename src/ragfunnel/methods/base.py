@@ -11,7 +11,7 @@ import numpy as np
 
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm.base import LLM
-from ragfunnel.prompts import TASKS, build_prompt, clean_answer
+from ragfunnel.prompts import build_prompt, clean_answer
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.text import check_context, chunk_words
@@ -23,12 +23,6 @@ log = logging.getLogger(__name__)
 ANSWER_TOKENS = {"qa": 32, "multihop": 32, "choice": 8, "summary": 400}
 # Room kept free in the window beyond prompt and answer: chat-template tokens and rounding.
 WINDOW_MARGIN = 64
-
-
-def check_task(task: str) -> str:
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
-    return task
 
 
 def check_question(question: str) -> str:

@@ -20,14 +20,13 @@ from ragfunnel.methods.base import (
     ANSWER_TOKENS,
     as_prediction,
     check_fits,
-    check_task,
     generate_answer,
     join_chunks,
     prepare,
     select_within_budget,
     total_tokens,
 )
-from ragfunnel.prompts import build_prompt, parse_sample
+from ragfunnel.prompts import build_prompt, check_task, parse_sample
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.types import Prediction, ScoredChunk, StageTrace

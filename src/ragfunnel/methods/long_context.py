@@ -13,10 +13,9 @@ from ragfunnel.methods.base import (
     WINDOW_MARGIN,
     as_prediction,
     check_question,
-    check_task,
     generate_answer,
 )
-from ragfunnel.prompts import build_prompt
+from ragfunnel.prompts import build_prompt, check_task
 from ragfunnel.text import check_context
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 

@@ -8,11 +8,11 @@ from ragfunnel.methods.base import (
     ANSWER_TOKENS,
     as_prediction,
     check_fits,
-    check_task,
     generate_answer,
     prepare,
     retrieve_by_query,
 )
+from ragfunnel.prompts import check_task
 from ragfunnel.types import Prediction
 
 

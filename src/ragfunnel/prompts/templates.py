@@ -70,6 +70,12 @@ _RATIONALE = (
 _CUE = {"plain": "Answer:", "unanswerable": "Answer:", "rationale": "Rationale:"}
 
 
+def check_task(task: str) -> str:
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+    return task
+
+
 def option_letters(choices: list[str]) -> list[str]:
     return [chr(ord("A") + i) for i in range(len(choices))]
 
@@ -83,8 +89,7 @@ def build_prompt(
     choices: list[str] | None = None,
 ) -> str:
     """The user message for ``task`` in ``variant`` over ``context``."""
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+    check_task(task)
     if variant not in VARIANTS:
         raise ConfigError(f"unknown prompt variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
     if task == "choice" and not choices:
