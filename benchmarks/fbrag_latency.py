@@ -24,10 +24,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ragfunnel.eval.long_context import Passage, build_long_context
+from ragfunnel.eval.long_context import build_long_context
 from ragfunnel.eval.metrics import best_over_references, exact_match, token_f1
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.methods import make_method
+from ragfunnel.types import Document
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_train_hipporag"
 
@@ -42,10 +43,10 @@ METHODS = {
 }
 
 
-def load_questions(n: int, seed: int) -> tuple[list[dict], list[Passage]]:
+def load_questions(n: int, seed: int) -> tuple[list[dict], list[Document]]:
     questions = json.loads((DATA / "hotpotqa_train.json").read_text())
     corpus = json.loads((DATA / "hotpotqa_train_corpus.json").read_text())
-    pool = [Passage(title, "".join(sents)) for title, sents in corpus.items()]
+    pool = [Document(title, title, "".join(sents)) for title, sents in corpus.items()]
     random.Random(seed).shuffle(questions)
     return questions[:n], pool
 
@@ -134,7 +135,7 @@ def main() -> None:
     questions, pool = load_questions(args.questions, args.seed)
     contexts = {}
     for q in questions:
-        own = [Passage(t, "".join(s)) for t, s in q["context"]]
+        own = [Document(t, t, "".join(s)) for t, s in q["context"]]
         contexts[q["_id"]] = build_long_context(own, pool, target_words=args.words, seed=args.seed)
     todo = [(q, m) for q in questions for m in methods if (q["_id"], m) not in done]
     with rows_path.open("a") as f:
@@ -155,7 +156,24 @@ def main() -> None:
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     (args.out / "fbrag_latency.json").write_text(json.dumps(result, indent=2))
-    print(json.dumps(result, indent=2))
+    print(markdown_table(result))
+
+
+def markdown_table(result: dict) -> str:
+    """The summary as the Markdown table recorded in benchmarks/RESULTS.md."""
+    lines = ["| method | n | F1 | EM | mean s | stage seconds | LLM input tokens | non-LLM share |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, m in result["methods"].items():
+        stages = ", ".join(f"{s} {v['seconds']:.1f}" for s, v in m["stages"].items())
+        lines.append(f"| {name} | {m['n']} | {m['f1']:.3f} | {m['em']:.3f} | {m['seconds']:.1f} | {stages} | "
+                     f"{m['input_tokens']:.0f} | {m['non_llm_share']:.4f} |")
+    lines.append("")
+    for key, target in result["targets"].items():
+        if isinstance(target, str):
+            lines.append(f"- {key}: {target}")
+        else:
+            lines.append(f"- {key}: {target['value']:.3f} (target {target['target']})")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 import pytest
 
 from ragfunnel.errors import InputError
-from ragfunnel.eval.long_context import Passage, build_long_context
+from ragfunnel.eval.long_context import build_long_context
 from ragfunnel.eval.metrics import best_over_references, exact_match, normalize_answer, token_f1
+from ragfunnel.types import Document
 
 
 def test_normalize_drops_articles_punctuation_and_case():
@@ -24,8 +25,8 @@ def test_exact_match_and_max_over_references():
 
 
 def test_long_context_is_deterministic_and_records_gold():
-    own = [Passage("Gold A", "alpha " * 20), Passage("Gold B", "beta " * 20)]
-    pool = [Passage(f"D{i}", "noise " * 30) for i in range(20)] + [Passage("Gold A", "duplicate")]
+    own = [Document("a", "Gold A", "alpha " * 20), Document("b", "Gold B", "beta " * 20)]
+    pool = [Document(f"d{i}", f"D{i}", "noise " * 30) for i in range(20)] + [Document("a2", "Gold A", "duplicate")]
     a = build_long_context(own, pool, target_words=200, seed=3)
     b = build_long_context(own, pool, target_words=200, seed=3)
     assert a == b and a.n_words >= 200
@@ -35,4 +36,4 @@ def test_long_context_is_deterministic_and_records_gold():
 
 def test_long_context_pool_too_small():
     with pytest.raises(InputError, match="lower target_words"):
-        build_long_context([Passage("A", "a b c")], [Passage("B", "d e f")], target_words=1000)
+        build_long_context([Document("a", "A", "a b c")], [Document("b", "B", "d e f")], target_words=1000)

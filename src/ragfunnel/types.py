@@ -24,6 +24,23 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class Document:
+    """A titled passage or article of a corpus (or of an example's own context)."""
+
+    id: str
+    title: str
+    text: str
+
+    def render(self) -> str:
+        """How a document appears inside a context: its title on a line, then its text."""
+        return f"{self.title}\n{self.text.strip()}" if self.title else self.text.strip()
+
+    @property
+    def n_words(self) -> int:
+        return len(self.title.split()) + len(self.text.split())
+
+
+@dataclass(frozen=True)
 class ScoredChunk:
     """A chunk with the score that selected it (higher is better)."""
 

@@ -6,25 +6,13 @@ import random
 from dataclasses import dataclass
 
 from ragfunnel.errors import InputError
+from ragfunnel.types import Document
 
 
 @dataclass(frozen=True)
-class Passage:
-    title: str
+class BuiltContext:
     text: str
-
-    def render(self) -> str:
-        return f"{self.title}\n{self.text.strip()}"
-
-    @property
-    def n_words(self) -> int:
-        return len(self.title.split()) + len(self.text.split())
-
-
-@dataclass(frozen=True)
-class LongContext:
-    text: str
-    passages: list[Passage]
+    passages: list[Document]
     gold_positions: list[int]  # indices into ``passages`` of the question's own passages
 
     @property
@@ -33,8 +21,8 @@ class LongContext:
 
 
 def build_long_context(
-    own: list[Passage], pool: list[Passage], *, target_words: int, seed: int = 0
-) -> LongContext:
+    own: list[Document], pool: list[Document], *, target_words: int, seed: int = 0
+) -> BuiltContext:
     """Add distractors from ``pool`` (titles not among ``own``) until ``target_words``, then shuffle.
 
     The same ``seed`` gives the same context; gold positions are recorded.
@@ -55,4 +43,4 @@ def build_long_context(
     rng.shuffle(order)
     passages = [chosen[i] for i in order]
     gold = sorted(new for new, old in enumerate(order) if old < len(own))
-    return LongContext("\n\n".join(p.render() for p in passages), passages, gold)
+    return BuiltContext("\n\n".join(p.render() for p in passages), passages, gold)
