@@ -1,0 +1,271 @@
+"""Loading question sets and corpora from local files into typed records.
+
+Question formats (``format=``):
+
+``hotpotqa``   ``_id``, ``question``, ``answer``, ``context`` as ``[[title, [sentences]], ...]`` or
+               ``{"title": [...], "sentences": [[...], ...]}``, optional ``supporting_facts``
+``musique``    ``id``, ``question``, ``answer``, ``answer_aliases``, ``paragraphs``
+               (``{title, paragraph_text, is_supporting}``)
+``nq-open``    ``question``, ``answer`` (a list of accepted strings); no context
+``longbench``  ``input``, ``context``, ``answers``, optional ``all_classes``, ``_id``, ``dataset``
+``jsonl``      ragfunnel's own: ``question``, ``answers`` (list) or ``answer`` (string; FlashRAG's
+               ``golden_answers`` is read too), optional
+               ``id``, ``context``, ``choices``, ``task``
+``auto``       pick one of the above from the first record's fields
+
+Files may be a JSON list or JSON Lines. A malformed row is reported with its file and line;
+``on_error="fail"`` stops there, ``on_error="skip"`` keeps going and returns every problem in
+:attr:`Loaded.errors` (and logs it) — rows are never dropped silently.
+
+Corpora (:func:`load_corpus`): ``{title: [sentences]}`` objects, ``[{title, text}]`` lists,
+FlashRAG ``{id, contents}`` JSONL (title on the first line of ``contents``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.types import Document, Example
+
+log = logging.getLogger(__name__)
+
+
+class RowError(ValueError):
+    """A row that cannot become an Example; the message says what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class BadRow:
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass
+class Loaded:
+    examples: list[Example]
+    errors: list[BadRow] = field(default_factory=list)
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed record) for a JSON list or a JSON Lines file."""
+    if not path.exists():
+        raise InputError(f"dataset file {path} does not exist; check the path")
+    if path.is_dir():
+        raise InputError(f"dataset path {path} is a directory; pass one .json or .jsonl file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; pass a JSON or JSON Lines file") from None
+    if not text.strip():
+        raise InputError(f"dataset file {path} is empty; pass a file with at least one question")
+    if text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
+        # A JSON list has no line per record; report 1-based record numbers instead.
+        yield from enumerate(records, start=1)
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as e:
+            yield number, RowError(f"not valid JSON ({e.msg})")
+
+
+def _require(record: dict, *keys: str) -> None:
+    missing = [k for k in keys if k not in record or record[k] in (None, "", [])]
+    if missing:
+        raise RowError(f"missing {', '.join(repr(k) for k in missing)}")
+
+
+def _answers(value: Any) -> list[str]:
+    values = value if isinstance(value, list) else [value]
+    answers = [str(v).strip() for v in values if str(v).strip()]
+    if not answers:
+        raise RowError("no non-empty answer")
+    return answers
+
+
+def _join(docs: list[Document]) -> str:
+    return "\n\n".join(d.render() for d in docs)
+
+
+def _hotpotqa(record: dict, index: int) -> Example:
+    _require(record, "question", "answer", "context")
+    ctx = record["context"]
+    if isinstance(ctx, dict):  # Hugging Face form: {"title": [...], "sentences": [[...], ...]}
+        pairs = list(zip(ctx.get("title", []), ctx.get("sentences", []), strict=False))
+    else:
+        pairs = [(p[0], p[1]) for p in ctx if isinstance(p, list | tuple) and len(p) >= 2]
+    if not pairs:
+        raise RowError("'context' holds no [title, sentences] paragraphs")
+    docs = [Document(str(title), str(title), "".join(sents)) for title, sents in pairs]
+    facts = record.get("supporting_facts") or []
+    if isinstance(facts, dict):
+        titles = list(facts.get("title", []))
+    else:  # [[title, sent_id], ...] or AMOR's [title, [ids], [sentences], {...}]
+        titles = [f[0] for f in facts if isinstance(f, list | tuple) and f]
+    return Example(
+        id=str(record.get("_id") or record.get("id") or index),
+        question=record["question"],
+        context=_join(docs),
+        answers=_answers(record["answer"]),
+        task="multihop",
+        meta={"titles": [d.title for d in docs], "supporting_titles": sorted(set(titles)),
+              "type": record.get("type"), "level": record.get("level")},
+    )
+
+
+def _musique(record: dict, index: int) -> Example:
+    _require(record, "question", "answer", "paragraphs")
+    paras = record["paragraphs"]
+    docs = [Document(str(p.get("idx", i)), p.get("title", ""), p.get("paragraph_text", ""))
+            for i, p in enumerate(paras)]
+    return Example(
+        id=str(record.get("id") or index),
+        question=record["question"],
+        context=_join(docs),
+        answers=_answers([record["answer"], *record.get("answer_aliases", [])]),
+        task="multihop",
+        meta={"titles": [d.title for d in docs],
+              "supporting_titles": [p.get("title", "") for p in paras if p.get("is_supporting")],
+              "supporting_positions": [i for i, p in enumerate(paras) if p.get("is_supporting")]},
+    )
+
+
+def _nq_open(record: dict, index: int) -> Example:
+    _require(record, "question", "answer")
+    return Example(id=str(record.get("id") or index), question=record["question"], answers=_answers(record["answer"]))
+
+
+def _longbench(record: dict, index: int) -> Example:
+    _require(record, "input", "context", "answers")
+    choices = record.get("all_classes") or None
+    return Example(
+        id=str(record.get("_id") or index),
+        question=record["input"],
+        context=record["context"],
+        answers=_answers(record["answers"]),
+        choices=choices,
+        task="choice" if choices else "qa",
+        meta={"dataset": record.get("dataset"), "length": record.get("length")},
+    )
+
+
+def _generic(record: dict, index: int) -> Example:
+    _require(record, "question")
+    key = next((k for k in ("answers", "answer", "golden_answers") if k in record), None)
+    if key is None:
+        raise RowError("missing 'answers' (a list of strings) or 'answer' (a string)")
+    return Example(
+        id=str(record.get("id") or index),
+        question=record["question"],
+        context=record.get("context"),
+        answers=_answers(record[key]),
+        choices=record.get("choices"),
+        task=record.get("task", "qa"),
+        meta=record.get("meta", {}),
+    )
+
+
+FORMATS: dict[str, Callable[[dict, int], Example]] = {
+    "hotpotqa": _hotpotqa,
+    "musique": _musique,
+    "nq-open": _nq_open,
+    "longbench": _longbench,
+    "jsonl": _generic,
+}
+
+
+def detect_format(record: dict) -> str:
+    """Name the question format a record is in, from its fields."""
+    if "paragraphs" in record:
+        return "musique"
+    if "input" in record and "answers" in record:
+        return "longbench"
+    if "supporting_facts" in record or ("context" in record and "answer" in record
+                                        and isinstance(record["context"], list | dict)):
+        return "hotpotqa"
+    if "answers" in record or "golden_answers" in record or "context" in record:
+        return "jsonl"
+    if isinstance(record.get("answer"), list):
+        return "nq-open"
+    return "jsonl"
+
+
+def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fail", limit: int | None = None) -> Loaded:
+    """Read a question set into Examples (see the module docstring for formats)."""
+    if format != "auto" and format not in FORMATS:
+        raise ConfigError(f"unknown dataset format {format!r}; valid formats: auto, {', '.join(FORMATS)}")
+    if on_error not in ("fail", "skip"):
+        raise ConfigError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    path, fmt = Path(path), format
+    loaded = Loaded(examples=[])
+    seen: set[str] = set()
+    for line, record in _records(path):
+        if limit is not None and len(loaded.examples) >= limit:
+            break
+        try:
+            if isinstance(record, RowError):
+                raise record
+            if not isinstance(record, dict):
+                raise RowError(f"expected a JSON object, got {type(record).__name__}")
+            if fmt == "auto":
+                fmt = detect_format(record)
+                log.info("%s: reading as %s", path, fmt)
+            example = FORMATS[fmt](record, line)
+            if example.id in seen:
+                raise RowError(f"duplicate id {example.id!r}")
+        except (RowError, InputError) as e:
+            bad = BadRow(str(path), line, str(e))
+            if on_error == "fail":
+                raise InputError(f"{bad}; fix the row or skip bad rows (on_error='skip', --on-error skip)") from None
+            log.warning("skipping %s", bad)
+            loaded.errors.append(bad)
+            continue
+        seen.add(example.id)
+        loaded.examples.append(example)
+    return loaded
+
+
+def load_corpus(path: str | Path) -> list[Document]:
+    """Read a passage corpus: {title: [sentences]}, [{title, text}], or FlashRAG {id, contents} JSONL."""
+    path = Path(path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+        except json.JSONDecodeError as e:
+            raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
+        if data is None:
+            raise InputError(f"corpus file {path} does not exist; check the path")
+        if isinstance(data, dict):
+            return [Document(title, title, "".join(s) if isinstance(s, list) else str(s)) for title, s in data.items()]
+        records = list(enumerate(data, start=1))
+    else:
+        records = list(_records(path))
+    docs = []
+    for number, r in records:
+        if isinstance(r, RowError) or not isinstance(r, dict):
+            raise InputError(f"{path}:{number}: not a passage object; fix the row")
+        if "contents" in r:
+            title, _, text = str(r["contents"]).partition("\n")
+            docs.append(Document(str(r.get("id", number)), title.strip().strip('"'), text))
+        elif "text" in r:
+            title = r.get("title", "")
+            docs.append(Document(str(r.get("id", f"{title}#{number}" if title else number)), title, r["text"]))
+        else:
+            raise InputError(f"{path}:{number}: a passage needs 'text' (or FlashRAG 'contents'); fix the row")
+    return docs

@@ -1,0 +1,125 @@
+"""Dataset and corpus loaders: hand-made rows for the formats and errors, the shared files when present."""
+
+import json
+
+import pytest
+
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.eval.datasets import detect_format, load_corpus, load_dataset
+from tests.conftest import SHARED
+
+
+def write_jsonl(path, rows):
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+def test_hotpotqa_list_and_dict_forms_agree(tmp_path):
+    listed = {"_id": "q1", "question": "Who?", "answer": "Ann",
+              "context": [["T1", ["Ann was ", "here."]], ["T2", ["Bob."]]],
+              "supporting_facts": [["T1", 0]]}
+    as_dict = {**listed, "context": {"title": ["T1", "T2"], "sentences": [["Ann was ", "here."], ["Bob."]]},
+               "supporting_facts": {"title": ["T1"], "sent_id": [0]}}
+    a = load_dataset(write_jsonl(tmp_path / "a.jsonl", [listed]), format="hotpotqa").examples[0]
+    b = load_dataset(write_jsonl(tmp_path / "b.jsonl", [as_dict]), format="hotpotqa").examples[0]
+    assert a.context == b.context == "T1\nAnn was here.\n\nT2\nBob."
+    assert a.meta["supporting_titles"] == b.meta["supporting_titles"] == ["T1"]
+    assert a.answers == ["Ann"] and a.task == "multihop"
+
+
+def test_generic_jsonl_and_auto_detection(tmp_path):
+    rows = [{"id": "a", "question": "Q1?", "answers": ["x", "y"], "context": "text"},
+            {"question": "Q2?", "answer": "z"}]
+    loaded = load_dataset(write_jsonl(tmp_path / "mine.jsonl", rows))
+    assert [e.id for e in loaded.examples] == ["a", "2"]
+    assert loaded.examples[1].answers == ["z"] and loaded.examples[1].context is None
+
+
+@pytest.mark.parametrize("record, fmt", [
+    ({"paragraphs": [], "question": "q", "answer": "a"}, "musique"),
+    ({"input": "q", "context": "c", "answers": ["a"]}, "longbench"),
+    ({"question": "q", "answer": "a", "context": [["t", ["s"]]], "supporting_facts": []}, "hotpotqa"),
+    ({"question": "q", "answer": ["a", "b"]}, "nq-open"),
+    ({"question": "q", "answers": ["a"]}, "jsonl"),
+])
+def test_detect_format(record, fmt):
+    assert detect_format(record) == fmt
+
+
+def test_malformed_rows_are_reported_with_file_and_line(tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [
+        {"question": "ok?", "answers": ["y"]},
+        "{not json",
+        {"answers": ["no question"]},
+        {"question": "no answers"},
+        {"question": "ok again?", "answers": ["y"]},
+    ])
+    with pytest.raises(InputError, match=r"d.jsonl:2: not valid JSON.*on-error skip"):
+        load_dataset(path)
+    loaded = load_dataset(path, on_error="skip")
+    assert len(loaded.examples) == 2
+    assert [(e.line, e.message.split(" ")[0]) for e in loaded.errors] == [(2, "not"), (3, "missing"), (4, "missing")]
+
+
+def test_longbench_choices_make_a_choice_task(tmp_path):
+    row = {"_id": "x", "input": "Which?", "context": "long text", "answers": ["B"], "all_classes": ["A", "B"]}
+    (e,) = load_dataset(write_jsonl(tmp_path / "lb.jsonl", [row])).examples
+    assert e.task == "choice" and e.choices == ["A", "B"] and e.question == "Which?"
+
+
+@pytest.mark.parametrize("content, match", [("", "is empty"), ("   \n", "is empty")])
+def test_empty_file(tmp_path, content, match):
+    path = tmp_path / "e.jsonl"
+    path.write_text(content)
+    with pytest.raises(InputError, match=match):
+        load_dataset(path)
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        load_dataset(tmp_path / "nope.jsonl")
+    with pytest.raises(ConfigError, match="valid formats: auto, hotpotqa, musique"):
+        load_dataset(tmp_path / "nope.jsonl", format="squad")
+
+
+def test_duplicate_ids_are_row_errors(tmp_path):
+    path = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "question": "a", "answer": "x"},
+                                              {"id": "1", "question": "b", "answer": "y"}])
+    assert "duplicate id" in load_dataset(path, on_error="skip").errors[0].message
+
+
+SHARED_SETS = [
+    ("hotpotqa_train_hipporag/hotpotqa_train.json", "hotpotqa", 100),
+    ("hotpotqa_train_amor/hotpotqa_train100_amor.jsonl", "hotpotqa", 100),
+    ("musique_train_hipporag/musique_train.json", "musique", 100),
+    ("nq_open_efficientqa/NQ-open.efficientqa.dev.1.1.jsonl", "nq-open", 1800),
+    ("flashrag_toy/nq_test_toy.jsonl", "jsonl", 17),
+]
+
+
+@pytest.mark.parametrize("relpath, fmt, n", SHARED_SETS)
+def test_shared_question_sets_load_whole(relpath, fmt, n):
+    path = SHARED / relpath
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    loaded = load_dataset(path)
+    assert len(loaded.examples) == n and not loaded.errors
+    e = loaded.examples[0]
+    assert e.question and e.answers
+    if fmt in ("hotpotqa", "musique"):
+        assert e.context and set(e.meta["supporting_titles"]) <= set(e.meta["titles"])
+        assert all(t in e.context for t in e.meta["supporting_titles"])
+
+
+@pytest.mark.parametrize("relpath, n", [
+    ("hotpotqa_train_hipporag/hotpotqa_train_corpus.json", 994),
+    ("musique_train_hipporag/musique_train_corpus.json", 1890),
+    ("2wikimqa_corpus_hipporag/2wikimultihopqa_corpus.json", 6119),
+    ("flashrag_toy/wiki_sample_corpus.jsonl", 1000),
+])
+def test_shared_corpora_load(relpath, n):
+    path = SHARED / relpath
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    docs = load_corpus(path)
+    assert len(docs) == n and all(d.text for d in docs[:50]) and docs[0].title
