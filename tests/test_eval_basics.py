@@ -1,8 +1,23 @@
+import math
+
 import pytest
 
 from ragfunnel.errors import InputError
 from ragfunnel.eval.long_context import build_long_context
-from ragfunnel.eval.metrics import best_over_references, exact_match, normalize_answer, token_f1
+from ragfunnel.eval.metrics import (
+    answer_recall_at_k,
+    best_gold_rank,
+    best_over_references,
+    choice_accuracy,
+    contains_answer,
+    exact_match,
+    mrr,
+    ndcg_at_k,
+    normalize_answer,
+    recall_at_k,
+    rouge_l,
+    token_f1,
+)
 from ragfunnel.types import Document
 
 
@@ -37,3 +52,43 @@ def test_long_context_is_deterministic_and_records_gold():
 def test_long_context_pool_too_small():
     with pytest.raises(InputError, match="lower target_words"):
         build_long_context([Document("a", "A", "a b c")], [Document("b", "B", "d e f")], target_words=1000)
+
+
+def test_contains_answer_respects_word_boundaries():
+    assert contains_answer("It was the Eiffel Tower.", "eiffel tower") == 1.0
+    assert contains_answer("Parisian", "Paris") == 0.0
+    assert contains_answer("anything", "the") == 0.0  # reference normalises to nothing
+
+
+def test_rouge_l_hand_computed():
+    # LCS of "the cat sat on the mat" and "the cat is on the mat" is 5 of 6 tokens each way.
+    assert rouge_l("the cat is on the mat", "the cat sat on the mat") == pytest.approx(5 / 6)
+    assert rouge_l("", "something") == 0.0
+
+
+def test_choice_accuracy():
+    choices = ["a cat", "a dog", "a bird"]
+    assert choice_accuracy("B", "B", choices) == 1.0
+    assert choice_accuracy("The answer is B.", "B", choices) == 1.0
+    assert choice_accuracy("A", "a dog", choices) == 0.0
+    assert choice_accuracy("a dog", "B", choices) == 1.0
+    assert choice_accuracy("", "B", choices) == 0.0
+
+
+def test_retrieval_metrics_hand_computed():
+    ranked = ["d3", "d1", "d7", "d2"]
+    gold = {"d1", "d2"}
+    assert recall_at_k(ranked, gold, 2) == 0.5 and recall_at_k(ranked, gold, 4) == 1.0
+    assert mrr(ranked, gold) == 0.5
+    # DCG@4 = 1/log2(3) + 1/log2(5); IDCG@4 = 1 + 1/log2(3)
+    expected = (1 / math.log2(3) + 1 / math.log2(5)) / (1 + 1 / math.log2(3))
+    assert ndcg_at_k(ranked, gold, 4) == pytest.approx(expected)
+    assert mrr(ranked, {"zz"}) == 0.0 and ndcg_at_k(ranked, set(), 3) == 0.0
+
+
+def test_answer_recall_and_gold_rank():
+    texts = ["nothing here", "born in Paris, France", "Paris again"]
+    assert answer_recall_at_k(texts, ["Paris"], 1) == 0.0
+    assert answer_recall_at_k(texts, ["Lyon", "paris"], 2) == 1.0
+    assert best_gold_rank([0.1, 0.9, 0.5, 0.9], {2, 3}) == 2  # order: 1, 3, 2, 0 (ties by position)
+    assert best_gold_rank([0.1, 0.2], set()) is None

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
+from functools import lru_cache
+
+from ragfunnel.errors import MissingExtra
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -31,3 +35,77 @@ def exact_match(prediction: str, reference: str) -> float:
 def best_over_references(metric, prediction: str, references: list[str]) -> float:
     """The metric against the closest reference (0 when there are none)."""
     return max((metric(prediction, r) for r in references), default=0.0)
+
+
+def contains_answer(prediction: str, reference: str) -> float:
+    """Accuracy as LongBench counts it for open QA: the normalised reference occurs in the prediction."""
+    ref = normalize_answer(reference)
+    return float(bool(ref) and f" {ref} " in f" {normalize_answer(prediction)} ")
+
+
+@lru_cache(maxsize=1)
+def _rouge_scorer():
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError:
+        raise MissingExtra("rouge_score", "eval") from None
+    return rouge_scorer.RougeScorer(["rougeL"])
+
+
+def rouge_l(prediction: str, reference: str) -> float:
+    """ROUGE-L F-measure (Google's rouge-score, no stemming) for summaries; needs the ``eval`` extra."""
+    return _rouge_scorer().score(reference, prediction)["rougeL"].fmeasure
+
+
+_LETTER = re.compile(r"\b([A-Z])\b")
+
+
+def choice_accuracy(prediction: str, reference: str, choices: list[str] | None = None) -> float:
+    """Multiple choice: the first standalone option letter in the prediction, or the option text it names.
+
+    ``reference`` is the correct letter ("B") or the correct option's text.
+    """
+    letters = [chr(ord("A") + i) for i in range(len(choices or []))]
+    wanted = reference.strip()
+    if choices and wanted not in letters and wanted in choices:
+        wanted = letters[choices.index(wanted)]
+    m = _LETTER.search(prediction.strip())
+    if m:
+        return float(m.group(1) == wanted)
+    if choices:  # no letter: accept the option's own text
+        named = [letters[i] for i, c in enumerate(choices) if normalize_answer(c) == normalize_answer(prediction)]
+        return float(named == [wanted])
+    return 0.0
+
+
+# Retrieval metrics over a ranked list of units (chunks, passages or titles).
+
+
+def answer_recall_at_k(ranked_texts: list[str], answers: list[str], k: int) -> float:
+    """AR@K: 1 if any answer string (normalised) occurs in any of the top ``k`` units."""
+    top = [f" {normalize_answer(t)} " for t in ranked_texts[:k]]
+    refs = [normalize_answer(a) for a in answers if normalize_answer(a)]
+    return float(any(f" {r} " in t for r in refs for t in top))
+
+
+def recall_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
+    """Share of gold units found in the top ``k``."""
+    return len(gold & set(ranked_ids[:k])) / len(gold) if gold else 0.0
+
+
+def mrr(ranked_ids: list[str], gold: set[str]) -> float:
+    """Reciprocal rank of the first gold unit (0 if none is ranked)."""
+    return next((1.0 / rank for rank, i in enumerate(ranked_ids, start=1) if i in gold), 0.0)
+
+
+def ndcg_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
+    """Binary-relevance NDCG@K."""
+    dcg = sum(1.0 / math.log2(rank + 1) for rank, i in enumerate(ranked_ids[:k], start=1) if i in gold)
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
+    return dcg / ideal if ideal else 0.0
+
+
+def best_gold_rank(scores: list[float], gold_positions: set[int]) -> int | None:
+    """1-based rank, under ``scores`` (higher first, ties by position), of the best-ranked gold unit."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    return next((rank for rank, i in enumerate(order, start=1) if i in gold_positions), None)
