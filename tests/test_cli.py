@@ -134,3 +134,45 @@ def test_ask_prints_answer_and_stage_summary(tmp_path, hotpot_examples):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip()  # the answer
     assert "-- op:" in r.stderr and "retrieve" in r.stderr and "generate" in r.stderr
+
+
+def test_eval_refuses_a_missing_dataset_and_unknown_methods(tmp_path):
+    assert_one_line_error(run("eval", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "r")), "does not exist")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
+    assert_one_line_error(run("eval", str(data), "--methods", "op,magic", "--out", str(tmp_path / "r")),
+                          "valid methods: fb-f, fb, op")
+
+
+def test_eval_refuses_a_run_directory_of_another_configuration(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"dataset": "elsewhere"}))
+    assert_one_line_error(run("eval", str(data), "--methods", "op", "--out", str(run_dir)), "different configuration")
+
+
+def test_eval_reports_a_malformed_row_with_its_line(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answers": ["a"]}) + "\n" + json.dumps({"answers": ["a"]}) + "\n")
+    assert_one_line_error(run("eval", str(data), "--methods", "op", "--out", str(tmp_path / "r")),
+                          "d.jsonl:2: missing 'question'")
+
+
+@pytest.mark.model
+def test_eval_runs_and_resumes_on_real_hotpotqa(tmp_path):
+    from tests.conftest import HOTPOT
+
+    if not HOTPOT.exists():
+        pytest.skip("shared data absent")
+    args = ["eval", str(HOTPOT), "--methods", "op,vanilla", "--strong", "bundled:smollm2-135m", "--budget", "400",
+            "--chunk-words", "100", "--out", str(tmp_path / "run")]
+    r = run(*args, "--limit", "2")
+    assert r.returncode == 0, r.stderr
+    assert "op" in r.stdout and "f1" in r.stdout
+    assert len((tmp_path / "run" / "rows.jsonl").read_text().splitlines()) == 4
+    r = run(*args, "--limit", "3")  # a longer run over the same directory adds only the new example
+    rows = [json.loads(x) for x in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
+    assert r.returncode == 0 and len(rows) == 6 and len({(x["example_id"], x["method"]) for x in rows}) == 6
+    assert all({"f1", "em", "accuracy"} <= set(x["metrics"]) and x["trace"]["stages"] for x in rows)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ragfunnel.errors import RagfunnelError
+from ragfunnel.errors import ConfigError, InputError, RagfunnelError
+from ragfunnel.eval.datasets import FORMATS, load_dataset
+from ragfunnel.eval.runner import run_eval
 from ragfunnel.llm import bundled
-from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method
+from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
 from ragfunnel.prompts import TASKS
 from ragfunnel.text import read_context
 from ragfunnel.types import Prediction
@@ -43,6 +47,24 @@ def main(verbose: bool, quiet: bool) -> None:
     logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
 
 
+def method_options(command: Callable) -> Callable:
+    """The model and budget options shared by ``ask`` and ``eval`` (unset ones keep each method's default)."""
+    for option in reversed([
+        click.option("--light", metavar="SPEC",
+                     help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b]."),
+        click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
+                     "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL."),
+        click.option("--budget", type=int, help="Tokens of context the answering model reads [default: 1500]."),
+        click.option("--stage1-budget", type=int,
+                     help="FB-RAG Stage I tokens read by the light model [default: 3000]."),
+        click.option("--samples", type=int, help="FB-RAG drafts K [default: 5]."),
+        click.option("--chunk-words", type=int, help="Words per chunk [default: 300]."),
+        click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
+    ]):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("question")
 @click.option("--context", "context_path", required=True, metavar="FILE",
@@ -54,14 +76,7 @@ def main(verbose: bool, quiet: bool) -> None:
               help="Prompt family: short answer, multi-hop, query-based summary or multiple choice.")
 @click.option("--choice", "choices", multiple=True, metavar="TEXT",
               help="An option for --task choice (repeat for each option, in order).")
-@click.option("--light", metavar="SPEC", help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b].")
-@click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
-              "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL.")
-@click.option("--budget", type=int, help="Tokens of context the answering model reads [default: 1500].")
-@click.option("--stage1-budget", type=int, help="FB-RAG Stage I tokens read by the light model [default: 3000].")
-@click.option("--samples", type=int, help="FB-RAG drafts K [default: 5].")
-@click.option("--chunk-words", type=int, help="Words per chunk [default: 300].")
-@click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0].")
+@method_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full prediction as JSON.")
 def ask(question: str, context_path: str, method: str, task: str, choices: tuple[str, ...], as_json: bool,
         **given: Any) -> None:
@@ -106,3 +121,54 @@ def models(prepare: bool, as_json: bool) -> None:
         size = f"{r.size / 1e6:,.0f} MB" if r.size else "?"
         click.echo(f"bundled:{r.name:<14} {'ready' if r.ready else 'not ready':<10} {size:>9}  {r.role}")
         click.echo(f"    {r.path or '-'}" + ("" if r.ready else f"\n    {r.note}"))
+
+
+@main.command("eval")
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--methods", "method_names", default=f"op,{DEFAULT_METHOD}", show_default=True,
+              help=f"Comma-separated methods: {', '.join(METHODS)}.")
+@click.option("--out", "run_dir", required=True, type=click.Path(path_type=Path),
+              help="Run directory: rows.jsonl grows as pairs finish; re-running resumes.")
+@click.option("--limit", type=int, help="Only the first N examples.")
+@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+              help="Dataset format.")
+@click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              help="A malformed dataset row stops the run (fail) or is reported and skipped (skip).")
+@click.option("--task", type=click.Choice(list(TASKS)), help="Prompt family [default: the dataset's].")
+@click.option("--workers", type=int, default=1, show_default=True,
+              help="Pairs run at once (helps with server backends).")
+@method_options
+def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | None, fmt: str, on_error: str,
+                 task: str | None, workers: int, **given: Any) -> None:
+    """Run methods over DATASET, one JSONL row per (example, method), resumable."""
+    names = [m.strip() for m in method_names.split(",") if m.strip()]
+    unknown = [m for m in names if m not in METHODS]
+    if unknown or not names:
+        raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}; valid methods: {', '.join(METHODS)}")
+    loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit)
+    if not loaded.examples:
+        raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
+    tasks = sorted({e.task for e in loaded.examples})
+    if task is None and len(tasks) > 1:
+        raise ConfigError(f"{dataset} mixes tasks ({', '.join(tasks)}); pick one with --task")
+    task = task or tasks[0]
+    options = {k: v for k, v in given.items() if v is not None}
+    methods = {name: make_method(name, task=task, **{k: v for k, v in options.items() if k in options_of(name)})
+               for name in names}
+    config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options}
+    result = run_eval(loaded.examples, methods, run_dir, config=config, workers=workers)
+    click.echo(_eval_table(result.rows, names), err=False)
+    if loaded.errors:
+        click.echo(f"{len(loaded.errors)} dataset row(s) skipped; first: {loaded.errors[0]}", err=True)
+
+
+def _eval_table(rows: list[dict], names: list[str]) -> str:
+    lines = []
+    for name in names:
+        mine = [r for r in rows if r["method"] == name]
+        ok = [r for r in mine if "error" not in r]
+        metrics = sorted({k for r in ok for k in r["metrics"]})
+        means = "  ".join(f"{k} {sum(r['metrics'][k] for r in ok) / len(ok):.3f}" for k in metrics) if ok else "-"
+        secs = sum(r["trace"]["seconds"] for r in ok) / len(ok) if ok else 0.0
+        lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}  mean {secs:.1f}s")
+    return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Resumable evaluation runs: one JSONL row per (example, method), written as soon as it is done.
+
+A run directory holds ``config.json`` (what the run is) and ``rows.jsonl``. Re-running the same
+configuration skips the pairs already written; a different configuration is refused. A process
+killed mid-write leaves at most one partial last line, which the next run cuts off before it
+appends, so a resume never stops on a broken line and never duplicates a row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from ragfunnel.errors import ConfigError, RagfunnelError
+from ragfunnel.eval.metrics import (
+    best_over_references,
+    choice_accuracy,
+    contains_answer,
+    exact_match,
+    rouge_l,
+    token_f1,
+)
+from ragfunnel.types import Example, Prediction
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE, ROWS_FILE = "config.json", "rows.jsonl"
+
+
+def score(example: Example, answer: str) -> dict[str, float]:
+    """The task's metrics for one answer, each the best over the example's references."""
+    refs = example.answers
+    if example.task == "summary":
+        return {"rouge_l": best_over_references(rouge_l, answer, refs)}
+    if example.task == "choice":
+        return {"accuracy": max((choice_accuracy(answer, r, example.choices) for r in refs), default=0.0)}
+    return {
+        "f1": best_over_references(token_f1, answer, refs),
+        "em": best_over_references(exact_match, answer, refs),
+        "accuracy": best_over_references(contains_answer, answer, refs),
+    }
+
+
+def _read_rows(path: Path) -> list[dict]:
+    """Complete rows of ``rows.jsonl``; a torn last line (killed mid-write) is cut off the file."""
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1  # everything after the last newline is a partial write
+    if keep < len(data):
+        log.warning("%s ends in a partial row (the run was killed mid-write); dropping it", path)
+        with path.open("r+b") as f:
+            f.truncate(keep)
+    rows = []
+    for number, line in enumerate(data[:keep].splitlines(), start=1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise ConfigError(f"{path}:{number} is not a JSON row; the run directory is damaged — "
+                              "start fresh with a new --out") from None
+    return rows
+
+
+def _check_config(run_dir: Path, config: dict[str, Any]) -> None:
+    path = run_dir / CONFIG_FILE
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old != config:
+            differ = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
+            raise ConfigError(
+                f"{run_dir} holds a run with a different configuration (differs in: {', '.join(differ)}); "
+                "pass a new --out directory to start fresh, or repeat the original options to resume"
+            )
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+def _row(example: Example, method: str, run: Callable[[], Prediction]) -> dict[str, Any]:
+    try:
+        p = run()
+    except RagfunnelError as e:  # counted as a failure in the report, never silently dropped
+        return {"example_id": example.id, "method": method, "error": str(e), "metrics": {}}
+    return {
+        "example_id": example.id,
+        "method": method,
+        "answer": p.answer,
+        "references": example.answers,
+        "metrics": score(example, p.answer),
+        "trace": p.to_dict()["trace"],
+        "chunks_used": [{"position": sc.chunk.position, "score": sc.score} for sc in p.chunks_used],
+        "samples": [s.text for s in p.samples],
+    }
+
+
+@dataclass
+class RunResult:
+    rows: list[dict]
+    written: int  # rows added by this call (the rest were already in the directory)
+
+
+def run_eval(
+    examples: Iterable[Example],
+    methods: dict[str, Any],
+    run_dir: str | Path,
+    *,
+    config: dict[str, Any],
+    workers: int = 1,
+    progress: bool = True,
+) -> RunResult:
+    """Run every method on every example, appending a row per pair to ``run_dir/rows.jsonl``.
+
+    ``methods`` maps a name to an object with ``run(question, context, choices=...)``.
+    ``config`` identifies the run; resuming needs the same one. ``workers`` > 1 runs pairs
+    concurrently (useful with server backends; in-process models serialise anyway).
+    """
+    if workers < 1:
+        raise ConfigError(f"workers must be at least 1, got {workers}")
+    run_dir = Path(run_dir)
+    _check_config(run_dir, config)
+    rows_path = run_dir / ROWS_FILE
+    rows = _read_rows(rows_path)
+    done = {(r["example_id"], r["method"]) for r in rows}
+    todo = [(e, name) for e in examples for name in methods if (e.id, name) not in done]
+    if done:
+        log.info("resuming %s: %d rows done, %d to go", run_dir, len(done), len(todo))
+
+    def job(pair: tuple[Example, str]) -> dict[str, Any]:
+        example, name = pair
+        return _row(example, name, lambda: methods[name].run(example.question, example.context or "",
+                                                              choices=example.choices))
+
+    written = 0
+    with rows_path.open("a", encoding="utf-8") as out, ThreadPoolExecutor(max_workers=workers) as pool, \
+            tqdm(total=len(todo), desc=f"eval {run_dir.name}", unit="row", disable=not progress) as bar:
+        for row in pool.map(job, todo):
+            # One write per row, then flush to the OS: a kill can tear only the line in flight.
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+            rows.append(row)
+            written += 1
+            bar.update()
+    return RunResult(rows=rows, written=written)

@@ -1,0 +1,105 @@
+"""Resumable evaluation runs, with the scripted FakeLLM (no model)."""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ragfunnel.errors import ConfigError
+from ragfunnel.eval.runner import ROWS_FILE, run_eval, score
+from ragfunnel.llm import FakeLLM
+from ragfunnel.methods import make_method
+from ragfunnel.types import Example
+
+CONTEXT = " ".join(f"word{i}" for i in range(50)) + " The capital is Paris."
+
+
+def examples(n):
+    return [Example(id=f"e{i}", question=f"What is the capital {i}?", context=CONTEXT, answers=["Paris"])
+            for i in range(n)]
+
+
+def methods(reply="Paris"):
+    llm = FakeLLM(lambda prompt, i: reply)
+    return {"op": make_method("op", strong=llm, budget=100), "lc": make_method("lc", strong=llm)}
+
+
+def test_score_by_task():
+    qa = Example(id="1", question="q", answers=["the Eiffel Tower", "Eiffel"])
+    assert score(qa, "Eiffel Tower") == {"f1": 1.0, "em": 1.0, "accuracy": 1.0}
+    choice = Example(id="2", question="q", answers=["B"], choices=["x", "y"], task="choice")
+    assert score(choice, "B") == {"accuracy": 1.0}
+    summary = Example(id="3", question="q", answers=["a b c d"], task="summary")
+    assert score(summary, "a b c d") == {"rouge_l": 1.0}
+
+
+def test_rows_are_written_and_a_rerun_skips_them(tmp_path):
+    first = run_eval(examples(3), methods(), tmp_path, config={"x": 1}, progress=False)
+    assert first.written == 6 and all(r["metrics"]["em"] == 1.0 for r in first.rows)
+    again = run_eval(examples(4), methods(), tmp_path, config={"x": 1}, progress=False)
+    assert again.written == 2
+    lines = (tmp_path / ROWS_FILE).read_text().splitlines()
+    assert len(lines) == 8 and len({(json.loads(x)["example_id"], json.loads(x)["method"]) for x in lines}) == 8
+
+
+def test_a_different_configuration_is_refused(tmp_path):
+    run_eval(examples(1), methods(), tmp_path, config={"budget": 100}, progress=False)
+    with pytest.raises(ConfigError, match="differs in: budget.*new --out"):
+        run_eval(examples(1), methods(), tmp_path, config={"budget": 200}, progress=False)
+
+
+def test_a_torn_last_line_is_cut_off_and_redone(tmp_path):
+    run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
+    rows = tmp_path / ROWS_FILE
+    lines = rows.read_text().splitlines()
+    rows.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:17])  # last row half-written
+    result = run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
+    assert result.written == 1
+    assert [json.loads(x) for x in rows.read_text().splitlines()] == result.rows
+
+
+def test_method_failures_become_counted_rows(tmp_path):
+    bad = [Example(id="empty", question="q?", context="   ", answers=["x"])]
+    (row,) = run_eval(bad, {"op": methods()["op"]}, tmp_path, config={}, progress=False).rows
+    assert "empty" in row["error"] and row["metrics"] == {}
+
+
+SCRIPT = textwrap.dedent("""
+    import sys, time
+    from ragfunnel.eval.runner import run_eval
+    from ragfunnel.llm import FakeLLM
+    from ragfunnel.methods import make_method
+    from ragfunnel.types import Example
+
+    def slow(prompt, i):
+        time.sleep(0.02)
+        return "Paris"
+
+    llm = FakeLLM(slow)
+    ms = {"op": make_method("op", strong=llm, budget=100), "lc": make_method("lc", strong=llm)}
+    exs = [Example(id=f"e{i}", question="Capital?", context="The capital is Paris.", answers=["Paris"])
+           for i in range(40)]
+    run_eval(exs, ms, sys.argv[1], config={"k": 1}, progress=False)
+""")
+
+
+def test_resume_after_sigkill_yields_exactly_one_row_per_pair(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, str(script), str(run_dir)])
+    rows = run_dir / ROWS_FILE
+    deadline = time.time() + 60
+    while time.time() < deadline and (not rows.exists() or rows.read_text().count("\n") < 15):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = rows.read_text().count("\n")
+    assert 15 <= killed_at < 80
+    subprocess.run([sys.executable, str(script), str(run_dir)], check=True)
+    pairs = [(json.loads(x)["example_id"], json.loads(x)["method"]) for x in rows.read_text().splitlines()]
+    assert len(pairs) == 80 and len(set(pairs)) == 80
