@@ -172,3 +172,15 @@ def _eval_table(rows: list[dict], names: list[str]) -> str:
         secs = sum(r["trace"]["seconds"] for r in ok) / len(ok) if ok else 0.0
         lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}  mean {secs:.1f}s")
     return "\n".join(lines)
+
+
+@main.command()
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Where report.md, report.html and the PNGs go [default: the first RUN_DIR].")
+def report(run_dirs: tuple[Path, ...], out_dir: Path | None) -> None:
+    """Summarise one or more `ragfunnel eval` run directories into tables and plots."""
+    from ragfunnel.eval.report import write_report
+
+    for path in write_report(list(run_dirs), out_dir or run_dirs[0]):
+        click.echo(str(path))

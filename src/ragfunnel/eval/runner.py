@@ -49,7 +49,7 @@ def score(example: Example, answer: str) -> dict[str, float]:
     }
 
 
-def _read_rows(path: Path) -> list[dict]:
+def read_rows(path: Path) -> list[dict]:
     """Complete rows of ``rows.jsonl``; a torn last line (killed mid-write) is cut off the file."""
     if not path.exists():
         return []
@@ -127,7 +127,7 @@ def run_eval(
     run_dir = Path(run_dir)
     _check_config(run_dir, config)
     rows_path = run_dir / ROWS_FILE
-    rows = _read_rows(rows_path)
+    rows = read_rows(rows_path)
     done = {(r["example_id"], r["method"]) for r in rows}
     todo = [(e, name) for e in examples for name in methods if (e.id, name) not in done]
     if done:

@@ -1,0 +1,154 @@
+"""Reports over run directories: a table per dataset x method, and PNG plots.
+
+``report.md`` and ``report.html`` hold the same tables; ``quality_vs_latency.png`` plots each
+method's mean quality against its mean latency, ``quality_vs_budget.png`` (when the runs used
+several final budgets) the paper's "number of chunks" curve.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.eval.runner import CONFIG_FILE, ROWS_FILE, read_rows
+from ragfunnel.methods import options_of
+
+# The headline metric per task family, in order of preference.
+HEADLINE = ("f1", "rouge_l", "accuracy")
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    dataset: str
+    method: str
+    budget: int | None
+    n: int
+    failures: int
+    metrics: dict[str, float]
+    seconds_mean: float
+    seconds_p50: float
+    seconds_p90: float
+    stage_seconds: dict[str, float]
+    input_tokens: float
+
+    @property
+    def headline(self) -> tuple[str, float]:
+        key = next((k for k in HEADLINE if k in self.metrics), None)
+        return (key, self.metrics[key]) if key else ("-", 0.0)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def summarise_run(run_dir: Path) -> list[MethodSummary]:
+    config_path = run_dir / CONFIG_FILE
+    if not config_path.exists():
+        raise InputError(f"{run_dir} is not a run directory (no {CONFIG_FILE}); pass the --out of `ragfunnel eval`")
+    config = json.loads(config_path.read_text())
+    rows = read_rows(run_dir / ROWS_FILE)
+    dataset = Path(config.get("dataset", run_dir.name)).stem
+    out = []
+    for method in dict.fromkeys(r["method"] for r in rows):
+        # Only methods that read a budgeted context belong on the budget curve.
+        budget = config.get("options", {}).get("budget") if "budget" in options_of(method) else None
+        mine = [r for r in rows if r["method"] == method]
+        ok = [r for r in mine if "error" not in r]
+        secs = [r["trace"]["seconds"] for r in ok]
+        names = sorted({k for r in ok for k in r["metrics"]})
+        stages: dict[str, list[float]] = {}
+        for r in ok:
+            for s in r["trace"]["stages"]:
+                stages.setdefault(s["name"], []).append(s["seconds"])
+        out.append(MethodSummary(
+            dataset=dataset, method=method, budget=budget, n=len(mine), failures=len(mine) - len(ok),
+            metrics={k: statistics.fmean(r["metrics"][k] for r in ok) for k in names},
+            seconds_mean=statistics.fmean(secs) if secs else 0.0,
+            seconds_p50=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
+            stage_seconds={k: statistics.fmean(v) for k, v in stages.items()},
+            input_tokens=statistics.fmean(r["trace"]["input_tokens"] for r in ok) if ok else 0.0,
+        ))
+    return out
+
+
+def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
+    metric_names = sorted({k for s in summaries for k in s.metrics})
+    header = ["dataset", "method", "budget", "n", "failed", *metric_names, "mean s", "p50 s", "p90 s",
+              "stages (mean s)", "LLM input tokens"]
+    body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures),
+             *(f"{s.metrics[m]:.3f}" if m in s.metrics else "-" for m in metric_names),
+             f"{s.seconds_mean:.1f}", f"{s.seconds_p50:.1f}", f"{s.seconds_p90:.1f}",
+             ", ".join(f"{k} {v:.1f}" for k, v in s.stage_seconds.items()), f"{s.input_tokens:.0f}"]
+            for s in summaries]
+    return header, body
+
+
+def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise MissingExtra("matplotlib", "eval") from None
+    made = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for s in summaries:
+        key, value = s.headline
+        ax.scatter(s.seconds_mean, value)
+        ax.annotate(f"{s.method} ({s.dataset})", (s.seconds_mean, value), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("mean latency per answer (s)")
+    ax.set_ylabel("quality (" + "/".join(sorted({s.headline[0] for s in summaries})) + ")")
+    ax.set_title("Quality vs latency")
+    fig.tight_layout()
+    fig.savefig(out_dir / "quality_vs_latency.png", dpi=120)
+    plt.close(fig)
+    made.append("quality_vs_latency.png")
+
+    budgets = {s.budget for s in summaries if s.budget}
+    if len(budgets) > 1:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for (dataset, method) in dict.fromkeys((s.dataset, s.method) for s in summaries):
+            points = sorted((s.budget, s.headline[1]) for s in summaries
+                            if (s.dataset, s.method) == (dataset, method) and s.budget)
+            if not points:
+                continue
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{method} ({dataset})")
+        ax.set_xlabel("final context budget (tokens)")
+        ax.set_ylabel("quality")
+        ax.set_title("Quality vs context budget")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "quality_vs_budget.png", dpi=120)
+        plt.close(fig)
+        made.append("quality_vs_budget.png")
+    return made
+
+
+def write_report(run_dirs: list[Path], out_dir: Path) -> list[Path]:
+    """Summarise ``run_dirs`` into ``out_dir``; returns the files written."""
+    summaries = [s for d in run_dirs for s in summarise_run(Path(d))]
+    if not summaries:
+        raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    header, body = _table(summaries)
+    images = _plots(summaries, out_dir)
+    md = ["# ragfunnel report", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    md += ["| " + " | ".join(row) + " |" for row in body]
+    md += [""] + [f"![{name}]({name})" for name in images]
+    (out_dir / "report.md").write_text("\n".join(md) + "\n")
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
+    page = (
+        "<!doctype html><meta charset=utf-8><title>ragfunnel report</title>"
+        "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
+        "<h1>ragfunnel report</h1><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
+        + cells + "</table>" + "".join(f'<p><img src="{name}" alt="{name}"></p>' for name in images)
+    )
+    (out_dir / "report.html").write_text(page)
+    return [out_dir / "report.md", out_dir / "report.html", *(out_dir / n for n in images)]

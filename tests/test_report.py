@@ -1,0 +1,38 @@
+"""Reports from real run directories (written with the FakeLLM; no model)."""
+
+import pytest
+
+from ragfunnel.errors import InputError
+from ragfunnel.eval.report import write_report
+from ragfunnel.eval.runner import run_eval
+from ragfunnel.llm import FakeLLM
+from ragfunnel.methods import make_method
+from ragfunnel.types import Example
+
+CONTEXT = " ".join(f"filler{i}" for i in range(60)) + " The bridge opened in 1932."
+
+
+def make_run(path, budget):
+    llm = FakeLLM(lambda prompt, i: "1932" if "opened in 1932" in prompt else "unknown")
+    methods = {"op": make_method("op", strong=llm, budget=budget, chunk_words=20),
+               "lc": make_method("lc", strong=llm)}
+    exs = [Example(id=str(i), question="When did the bridge open?", context=CONTEXT, answers=["1932"])
+           for i in range(3)]
+    run_eval(exs, methods, path, config={"dataset": "bridges.jsonl", "options": {"budget": budget}}, progress=False)
+
+
+def test_report_renders_tables_and_non_empty_plots(tmp_path):
+    make_run(tmp_path / "b20", 20)
+    make_run(tmp_path / "b60", 60)
+    files = write_report([tmp_path / "b20", tmp_path / "b60"], tmp_path / "out")
+    names = {f.name for f in files}
+    assert {"report.md", "report.html", "quality_vs_latency.png", "quality_vs_budget.png"} <= names
+    assert all(f.stat().st_size > 1000 for f in files if f.suffix == ".png")
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "| bridges | op | 60 | 3 | 0 |" in md and "| bridges | lc |" in md
+    assert "<table>" in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_report_of_a_non_run_directory(tmp_path):
+    with pytest.raises(InputError, match="not a run directory"):
+        write_report([tmp_path], tmp_path)
