@@ -16,28 +16,32 @@ pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def server_url():
+def server_url(tmp_path_factory):
     pytest.importorskip("llama_cpp.server", reason="needs the [server] extra")
     port = free_port()
     model = bundled.ensure("smollm2-135m", progress=False)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "tiny",
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    # The server logs a lot while loading; a file (not a pipe nobody reads) keeps it from blocking.
+    log_path = tmp_path_factory.mktemp("server") / "server.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "tiny",
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited: {proc.stderr.read().decode()[-500:]}")
-        try:
-            if httpx.get(url + "/models", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("llama_cpp.server did not start within 90 s")
+    deadline = time.time() + 120
+    with httpx.Client(trust_env=False) as client:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"llama_cpp.server exited: {log_path.read_text(errors='replace')[-500:]}")
+            try:
+                if client.get(url + "/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        else:
+            proc.kill()
+            pytest.fail(f"llama_cpp.server did not start within 120 s: {log_path.read_text(errors='replace')[-500:]}")
     yield url
     proc.terminate()
     proc.wait(timeout=30)

@@ -12,6 +12,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,7 +113,9 @@ def target_path(model: BundledModel) -> Path:
 
 
 def _marker(path: Path) -> Path:
-    return cache_dir() / "verified" / (path.name + ".json")
+    # Keyed by the full path: two environments may hold the same file name in different places.
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / "verified" / f"{path.name}.{key}.json"
 
 
 def _stamp(path: Path) -> dict[str, object]:
@@ -173,8 +176,13 @@ def _assemble(model: BundledModel, parts: list[Path], dest: Path, *, progress: b
     _check_digest(model, dest, digest.hexdigest())
 
 
-def ensure(name: str, *, progress: bool = True) -> Path:
-    """Return the path of a verified GGUF file for bundled model ``name``, assembling it if needed."""
+def ensure(name: str, *, progress: bool | None = None) -> Path:
+    """Return the path of a verified GGUF file for bundled model ``name``, assembling it if needed.
+
+    Progress bars show by default only when stderr is a terminal.
+    """
+    if progress is None:
+        progress = sys.stderr.isatty()
     model = get(name)
     parts = _parts(model)
     path = target_path(model)

@@ -7,6 +7,7 @@ stopwords removed, Snowball English stemming (PyStemmer).
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
 import bm25s
@@ -14,6 +15,9 @@ import numpy as np
 import Stemmer
 
 from ragfunnel.errors import InputError
+
+# bm25s sets its own logger to DEBUG on import, which would print index-building notes.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 _SPLIT = r"(?u)\b\w\w+\b"
 
