@@ -6,7 +6,7 @@ from ragfunnel.errors import InputError
 from ragfunnel.eval.long_context import build_long_context
 from ragfunnel.eval.metrics import (
     answer_recall_at_k,
-    best_gold_rank,
+    answer_rank,
     best_over_references,
     choice_accuracy,
     contains_answer,
@@ -90,5 +90,7 @@ def test_answer_recall_and_gold_rank():
     texts = ["nothing here", "born in Paris, France", "Paris again"]
     assert answer_recall_at_k(texts, ["Paris"], 1) == 0.0
     assert answer_recall_at_k(texts, ["Lyon", "paris"], 2) == 1.0
-    assert best_gold_rank([0.1, 0.9, 0.5, 0.9], {2, 3}) == 2  # order: 1, 3, 2, 0 (ties by position)
-    assert best_gold_rank([0.1, 0.2], set()) is None
+    assert answer_rank(texts, ["Lyon", "paris"]) == 2
+    assert answer_rank(["The Parisian", "in Paris."], ["paris"]) == 2  # whole words only
+    assert answer_rank(texts, ["Berlin"]) is None
+    assert answer_rank(texts, [""]) is None  # an empty reference matches nothing

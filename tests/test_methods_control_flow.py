@@ -66,6 +66,10 @@ def test_fb_rag_forward_lookup_finds_a_chunk_the_question_does_not_name():
     assert p.trace.stage("stage1_recall").n_out == 4  # 40-token recall budget, 10-word chunks
     op = make_method("op", strong=strong, budget=12, chunk_words=10).run(q, CONTEXT)
     assert [sc.chunk.position for sc in op.chunks_used] != [4]
+    # Both rank every chunk; the drafts lift the diaries chunk to the top, the question alone does not.
+    assert len(p.ranking) == len(op.ranking) == len(PARAGRAPHS)
+    assert p.ranking[0].chunk.position == 4 and op.ranking[0].chunk.position != 4
+    assert [sc.score for sc in p.ranking] == sorted((sc.score for sc in p.ranking), reverse=True)
 
 
 def test_fb_rag_scores_drafts_that_ignore_the_format():

@@ -26,10 +26,13 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     make_run(tmp_path / "b60", 60)
     files = write_report([tmp_path / "b20", tmp_path / "b60"], tmp_path / "out")
     names = {f.name for f in files}
-    assert {"report.md", "report.html", "quality_vs_latency.png", "quality_vs_budget.png"} <= names
+    assert {"report.md", "report.html", "quality_vs_latency.png", "quality_vs_budget.png", "answer_rank.png"} <= names
     assert all(f.stat().st_size > 1000 for f in files if f.suffix == ".png")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| bridges | op | 60 | 3 | 0 |" in md and "| bridges | lc |" in md
+    # The answer sits in the last of four chunks (20 words each, 5 in the last), which BM25 on the question ranks first.
+    assert md.splitlines()[4].endswith("| 1.00 | 1.00 |")  # op at budget 20: answer chunk @1, @3
+    assert md.splitlines()[5].endswith("| - | - |")  # lc ranks nothing
     assert "<table>" in (tmp_path / "out" / "report.html").read_text()
 
 

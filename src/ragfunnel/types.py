@@ -135,6 +135,9 @@ class Prediction:
     trace: Trace
     samples: list[Sample] = field(default_factory=list)
     raw_output: str = ""
+    # Every chunk of the context, best first, under the scores that chose the context
+    # (empty when nothing was ranked: long context, or a context that fit the budget whole).
+    ranking: list[ScoredChunk] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the CLI's ``--json`` output)."""
@@ -152,6 +155,7 @@ class Prediction:
                 for sc in self.chunks_used
             ],
             "samples": [{"text": s.text, "rationale": s.rationale, "answer": s.answer} for s in self.samples],
+            "ranking": [{"position": sc.chunk.position, "score": round(float(sc.score), 6)} for sc in self.ranking],
             "trace": {
                 "seconds": round(self.trace.seconds, 3),
                 "llm_seconds": round(self.trace.llm_seconds, 3),

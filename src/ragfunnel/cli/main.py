@@ -99,8 +99,8 @@ def _summary(prediction: Prediction) -> str:
              f"{' ...' if len(prediction.chunks_used) > 12 else ''})"]
     for s in t.stages:
         note = s.detail.get("skipped") or s.detail.get("route") or ""
-        lines.append(f"   {s.name:<22} {s.seconds:7.1f}s  in {s.input_tokens:>6} tok  out {s.output_tokens:>4} tok"
-                     f"  kept {s.n_out}/{s.n_in}" + (f"  ({note})" if note else ""))
+        lines.append(f"   {s.name:<22} {s.seconds:7.1f}s  LLM tokens {s.input_tokens:>6} in {s.output_tokens:>4} out"
+                     f"  items {s.n_in} -> {s.n_out}" + (f"  ({note})" if note else ""))
     return "\n".join(lines)
 
 

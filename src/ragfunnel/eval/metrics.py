@@ -81,11 +81,16 @@ def choice_accuracy(prediction: str, reference: str, choices: list[str] | None =
 # Retrieval metrics over a ranked list of units (chunks, passages or titles).
 
 
+def answer_rank(ranked_texts: list[str], answers: list[str]) -> int | None:
+    """1-based rank of the first unit whose text holds an answer string (normalised); None if none does."""
+    refs = [f" {r} " for r in map(normalize_answer, answers) if r]
+    return next((rank for rank, t in enumerate(ranked_texts, start=1)
+                 if any(r in f" {normalize_answer(t)} " for r in refs)), None)
+
+
 def answer_recall_at_k(ranked_texts: list[str], answers: list[str], k: int) -> float:
     """AR@K: 1 if any answer string (normalised) occurs in any of the top ``k`` units."""
-    top = [f" {normalize_answer(t)} " for t in ranked_texts[:k]]
-    refs = [normalize_answer(a) for a in answers if normalize_answer(a)]
-    return float(any(f" {r} " in t for r in refs for t in top))
+    return float(answer_rank(ranked_texts[:k], answers) is not None)
 
 
 def recall_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
@@ -103,9 +108,3 @@ def ndcg_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
     dcg = sum(1.0 / math.log2(rank + 1) for rank, i in enumerate(ranked_ids[:k], start=1) if i in gold)
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
     return dcg / ideal if ideal else 0.0
-
-
-def best_gold_rank(scores: list[float], gold_positions: set[int]) -> int | None:
-    """1-based rank, under ``scores`` (higher first, ties by position), of the best-ranked gold unit."""
-    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-    return next((rank for rank, i in enumerate(order, start=1) if i in gold_positions), None)

@@ -2,7 +2,10 @@
 
 ``report.md`` and ``report.html`` hold the same tables; ``quality_vs_latency.png`` plots each
 method's mean quality against its mean latency, ``quality_vs_budget.png`` (when the runs used
-several final budgets) the paper's "number of chunks" curve.
+several final budgets) the paper's "number of chunks" curve, and ``answer_rank.png`` (for
+short-answer tasks) where each method's chunk scores put the first chunk holding the answer:
+BM25 against the question for ``op``/``vanilla``/``self-route``, the fused draft scores for
+``fb``/``fb-f``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,14 @@ class MethodSummary:
     seconds_p90: float
     stage_seconds: dict[str, float]
     input_tokens: float
+    # Rank of the first answer-bearing chunk per row that ranked chunks (None: no chunk holds it).
+    answer_ranks: list[int | None]
+
+    def answer_at(self, k: int) -> float | None:
+        """Share of ranked rows whose answer-bearing chunk is in the top ``k``."""
+        if not self.answer_ranks:
+            return None
+        return sum(1 for r in self.answer_ranks if r is not None and r <= k) / len(self.answer_ranks)
 
     @property
     def headline(self) -> tuple[str, float]:
@@ -72,6 +83,7 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             seconds_p50=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
             stage_seconds={k: statistics.fmean(v) for k, v in stages.items()},
             input_tokens=statistics.fmean(r["trace"]["input_tokens"] for r in ok) if ok else 0.0,
+            answer_ranks=[r.get("answer_rank") for r in ok if r.get("n_chunks")],
         ))
     return out
 
@@ -79,13 +91,18 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
 def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     metric_names = sorted({k for s in summaries for k in s.metrics})
     header = ["dataset", "method", "budget", "n", "failed", *metric_names, "mean s", "p50 s", "p90 s",
-              "stages (mean s)", "LLM input tokens"]
+              "stages (mean s)", "LLM input tokens", "answer chunk @1", "@3"]
     body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures),
              *(f"{s.metrics[m]:.3f}" if m in s.metrics else "-" for m in metric_names),
              f"{s.seconds_mean:.1f}", f"{s.seconds_p50:.1f}", f"{s.seconds_p90:.1f}",
-             ", ".join(f"{k} {v:.1f}" for k, v in s.stage_seconds.items()), f"{s.input_tokens:.0f}"]
+             ", ".join(f"{k} {v:.1f}" for k, v in s.stage_seconds.items()), f"{s.input_tokens:.0f}",
+             *(_share(s.answer_at(k)) for k in (1, 3))]
             for s in summaries]
     return header, body
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
@@ -128,6 +145,24 @@ def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
         fig.savefig(out_dir / "quality_vs_budget.png", dpi=120)
         plt.close(fig)
         made.append("quality_vs_budget.png")
+
+    ranked = [s for s in summaries if s.answer_ranks]
+    if ranked:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        deepest = max((r for s in ranked for r in s.answer_ranks if r is not None), default=1)
+        ks = list(range(1, deepest + 1))
+        for s in ranked:
+            ax.step(ks, [s.answer_at(k) for k in ks], where="post", marker=".",
+                    label=f"{s.method} ({s.dataset}, n={len(s.answer_ranks)})")
+        ax.set_xlabel("rank of the first chunk holding the answer")
+        ax.set_ylabel("share of questions at or above this rank")
+        ax.set_ylim(0, 1.02)
+        ax.set_title("Answer-bearing chunk rank (op: BM25 on the question; fb: draft scores)", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / "answer_rank.png", dpi=120)
+        plt.close(fig)
+        made.append("answer_rank.png")
     return made
 
 

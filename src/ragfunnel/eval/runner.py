@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 
 from ragfunnel.errors import ConfigError, RagfunnelError
 from ragfunnel.eval.metrics import (
+    answer_rank,
     best_over_references,
     choice_accuracy,
     contains_answer,
@@ -98,7 +99,16 @@ def _row(example: Example, method: str, run: Callable[[], Prediction]) -> dict[s
         "trace": p.to_dict()["trace"],
         "chunks_used": [{"position": sc.chunk.position, "score": sc.score} for sc in p.chunks_used],
         "samples": [s.text for s in p.samples],
+        # Where the method's scores put the best chunk holding a reference answer (short-answer tasks).
+        "answer_rank": _answer_rank(example, p),
+        "n_chunks": len(p.ranking),
     }
+
+
+def _answer_rank(example: Example, p: Prediction) -> int | None:
+    if example.task not in ("qa", "multihop") or not p.ranking:
+        return None
+    return answer_rank([sc.chunk.text for sc in p.ranking], example.answers)
 
 
 @dataclass

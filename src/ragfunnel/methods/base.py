@@ -44,6 +44,11 @@ def total_tokens(chunks: list[Chunk], llm: LLM) -> int:
     return sum(llm.count_tokens(c.text) for c in chunks)
 
 
+def ranked(chunks: list[Chunk], scores: np.ndarray, *, tiebreak: np.ndarray | None = None) -> list[ScoredChunk]:
+    """Every chunk with its score, best first (the order :func:`select_within_budget` takes them in)."""
+    return [ScoredChunk(chunks[i], float(scores[i])) for i in rank(scores, tiebreak=tiebreak)]
+
+
 def select_within_budget(
     chunks: list[Chunk],
     scores: np.ndarray,
@@ -132,9 +137,16 @@ def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stage
                       raw_output=gen.completion.text, **kwargs)
 
 
+@dataclass(frozen=True)
+class Retrieval:
+    kept: list[ScoredChunk]  # in document order
+    ranking: list[ScoredChunk]  # every chunk, best first
+    stage: StageTrace
+
+
 def retrieve_by_query(
     question: str, chunks: list[Chunk], *, budget: int, llm: LLM, stage: str = "retrieve"
-) -> tuple[list[ScoredChunk], StageTrace]:
+) -> Retrieval:
     """BM25(chunk; question) top chunks within ``budget`` tokens of ``llm``, in document order.
 
     When the whole context already fits the budget nothing is dropped and the trace says so.
@@ -151,4 +163,4 @@ def retrieve_by_query(
                   "kept_tokens": sum(llm.count_tokens(sc.chunk.text) for sc in kept)}
     trace = StageTrace(name=stage, seconds=time.perf_counter() - started, n_in=len(chunks), n_out=len(kept),
                        detail=detail)
-    return kept, trace
+    return Retrieval(kept, ranked(chunks, scores), trace)

@@ -23,6 +23,7 @@ from ragfunnel.methods.base import (
     generate_answer,
     join_chunks,
     prepare,
+    ranked,
     select_within_budget,
     total_tokens,
 )
@@ -141,4 +142,5 @@ class FBRAG:
         gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
                               chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
                               detail={"budget": self.budget})
-        return as_prediction(self.name, gen, final, [stage1, stage2, gen.stage], samples=samples)
+        return as_prediction(self.name, gen, final, [stage1, stage2, gen.stage], samples=samples,
+                             ranking=ranked(chunks, fused, tiebreak=backward))

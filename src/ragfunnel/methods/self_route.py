@@ -20,18 +20,19 @@ class SelfRoute(VanillaRAG):
         question, chunks = prepare(question, context, words=self.chunk_words)
         llm = resolve(self.strong)
         check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
-        kept, retrieval = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
+        found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
         first = generate_answer(llm, stage="generate_or_decline", task=self.task, variant="unanswerable",
-                                question=question, chunks=[sc.chunk for sc in kept], choices=choices,
+                                question=question, chunks=[sc.chunk for sc in found.kept], choices=choices,
                                 max_tokens=self.max_tokens)
         if not is_unanswerable(first.answer):
             first.stage.detail["route"] = "rag"
-            return as_prediction(self.name, first, kept, [retrieval, first.stage])
+            return as_prediction(self.name, first, found.kept, [found.stage, first.stage], ranking=found.ranking)
         first.stage.detail["route"] = "long_context"
         lc = LongContext(strong=llm, task=self.task, max_tokens=self.max_tokens).run(
             question, context, choices=choices)
         fallback = lc.trace.stages[0]
         fallback.name = "fallback_long_context"
-        lc.trace.stages = [retrieval, first.stage, fallback]
+        lc.trace.stages = [found.stage, first.stage, fallback]
         lc.method = self.name
+        lc.ranking = found.ranking
         return lc

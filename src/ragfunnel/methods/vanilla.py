@@ -41,9 +41,8 @@ class VanillaRAG:
         question, chunks = prepare(question, context, words=self.chunk_words)
         llm = resolve(self.strong)
         check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
-        kept, retrieval = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
-        if not self.keep_document_order:
-            kept = sorted(kept, key=lambda sc: -sc.score)
+        found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
+        kept = found.kept if self.keep_document_order else sorted(found.kept, key=lambda sc: -sc.score)
         gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
                               chunks=[sc.chunk for sc in kept], choices=choices, max_tokens=self.max_tokens)
-        return as_prediction(self.name, gen, kept, [retrieval, gen.stage])
+        return as_prediction(self.name, gen, kept, [found.stage, gen.stage], ranking=found.ranking)
