@@ -176,3 +176,22 @@ def test_eval_runs_and_resumes_on_real_hotpotqa(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
     assert r.returncode == 0 and len(rows) == 6 and len({(x["example_id"], x["method"]) for x in rows}) == 6
     assert all({"f1", "em", "accuracy"} <= set(x["metrics"]) and x["trace"]["stages"] for x in rows)
+
+
+@pytest.mark.model
+def test_eval_builds_long_contexts_from_a_corpus(tmp_path):
+    from tests.conftest import HOTPOT
+
+    if not HOTPOT.exists():
+        pytest.skip("shared data absent")
+    corpus = HOTPOT.with_name("hotpotqa_train_corpus.json")
+    out = tmp_path / "run"
+    r = run("eval", str(HOTPOT), "--methods", "op", "--strong", "bundled:smollm2-135m", "--budget", "400",
+            "--chunk-words", "100", "--corpus", str(corpus), "--context-words", "3000", "--limit", "1",
+            "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    (row,) = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
+    assert row["n_chunks"] >= 30  # 3000+ words in 100-word chunks: the context was padded
+    assert json.loads((out / "config.json").read_text())["context_words"] == 3000
+    assert_one_line_error(run("eval", str(HOTPOT), "--context-words", "3000", "--out", str(tmp_path / "x")),
+                          "go together")

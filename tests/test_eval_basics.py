@@ -3,10 +3,10 @@ import math
 import pytest
 
 from ragfunnel.errors import InputError
-from ragfunnel.eval.long_context import build_long_context
+from ragfunnel.eval.long_context import build_long_context, lengthen
 from ragfunnel.eval.metrics import (
-    answer_recall_at_k,
     answer_rank,
+    answer_recall_at_k,
     best_over_references,
     choice_accuracy,
     contains_answer,
@@ -18,7 +18,7 @@ from ragfunnel.eval.metrics import (
     rouge_l,
     token_f1,
 )
-from ragfunnel.types import Document
+from ragfunnel.types import Document, Example
 
 
 def test_normalize_drops_articles_punctuation_and_case():
@@ -47,6 +47,18 @@ def test_long_context_is_deterministic_and_records_gold():
     assert a == b and a.n_words >= 200
     assert sorted(a.passages[i].title for i in a.gold_positions) == ["Gold A", "Gold B"]
     assert [p.title for p in a.passages].count("Gold A") == 1
+
+
+def test_lengthen_hides_an_examples_own_passages_and_needs_them():
+    own = [Document("a", "Gold A", "alpha " * 20), Document("b", "Gold B", "beta " * 20)]
+    pool = [Document(f"d{i}", f"D{i}", "noise " * 30) for i in range(20)]
+    ex = Example(id="q1", question="Which?", context="short", answers=["alpha"], passages=own)
+    long = lengthen(ex, pool, target_words=200, seed=1)
+    assert long.context.count("Gold A\nalpha") == 1 and len(long.context.split()) >= 200
+    assert [long.passages[i].title for i in long.meta["gold_passages"]] in (["Gold A", "Gold B"], ["Gold B", "Gold A"])
+    assert lengthen(ex, pool, target_words=200, seed=1) == long != lengthen(ex, pool, target_words=200, seed=2)
+    with pytest.raises(InputError, match="no separate passages"):
+        lengthen(Example(id="q2", question="Which?", context="text", answers=["x"]), pool, target_words=200)
 
 
 def test_long_context_pool_too_small():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ragfunnel.errors import InputError
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.report import write_report
 from ragfunnel.eval.runner import run_eval
 from ragfunnel.llm import FakeLLM
@@ -39,3 +39,12 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
 def test_report_of_a_non_run_directory(tmp_path):
     with pytest.raises(InputError, match="not a run directory"):
         write_report([tmp_path], tmp_path)
+
+
+def test_report_names_the_valid_metrics(tmp_path):
+    make_run(tmp_path / "b20", 20)
+    with pytest.raises(ConfigError, match="valid metrics: f1, em, accuracy, rouge_l"):
+        write_report([tmp_path / "b20"], tmp_path / "out", metric="bleu")
+    assert (tmp_path / "out" / "report.md").exists() is False
+    files = write_report([tmp_path / "b20"], tmp_path / "out", metric="em")
+    assert any(f.name == "quality_vs_latency.png" for f in files)

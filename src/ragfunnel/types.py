@@ -59,6 +59,9 @@ class Example:
     choices: list[str] | None = None
     task: str = "qa"
     meta: dict[str, Any] = field(default_factory=dict)
+    # The passages ``context`` was joined from, when the dataset gives them separately
+    # (lets a long context be built around them: ragfunnel.eval.long_context.lengthen).
+    passages: list[Document] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.question.strip():

@@ -12,7 +12,8 @@ from typing import Any
 import click
 
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
-from ragfunnel.eval.datasets import FORMATS, load_dataset
+from ragfunnel.eval.datasets import FORMATS, load_corpus, load_dataset
+from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import run_eval
 from ragfunnel.llm import bundled
 from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
@@ -137,17 +138,29 @@ def models(prepare: bool, as_json: bool) -> None:
 @click.option("--task", type=click.Choice(list(TASKS)), help="Prompt family [default: the dataset's].")
 @click.option("--workers", type=int, default=1, show_default=True,
               help="Pairs run at once (helps with server backends).")
+@click.option("--corpus", type=click.Path(path_type=Path),
+              help="Passage corpus whose passages pad each example's context (with --context-words).")
+@click.option("--context-words", type=int,
+              help="Build long contexts: hide each example's own passages among --corpus passages until "
+                   "the context holds this many words (fixed shuffle per --seed and example).")
 @method_options
 def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | None, fmt: str, on_error: str,
-                 task: str | None, workers: int, **given: Any) -> None:
+                 task: str | None, workers: int, corpus: Path | None, context_words: int | None,
+                 **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     names = [m.strip() for m in method_names.split(",") if m.strip()]
     unknown = [m for m in names if m not in METHODS]
     if unknown or not names:
         raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}; valid methods: {', '.join(METHODS)}")
+    if (corpus is None) != (context_words is None):
+        raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
     loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit)
     if not loaded.examples:
         raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
+    examples = loaded.examples
+    if corpus is not None:
+        pool = load_corpus(corpus)
+        examples = [lengthen(e, pool, target_words=context_words, seed=given.get("seed") or 0) for e in examples]
     tasks = sorted({e.task for e in loaded.examples})
     if task is None and len(tasks) > 1:
         raise ConfigError(f"{dataset} mixes tasks ({', '.join(tasks)}); pick one with --task")
@@ -156,7 +169,9 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | N
     methods = {name: make_method(name, task=task, **{k: v for k, v in options.items() if k in options_of(name)})
                for name in names}
     config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options}
-    result = run_eval(loaded.examples, methods, run_dir, config=config, workers=workers)
+    if corpus is not None:
+        config |= {"corpus": str(corpus.resolve()), "context_words": context_words}
+    result = run_eval(examples, methods, run_dir, config=config, workers=workers)
     click.echo(_eval_table(result.rows, names), err=False)
     if loaded.errors:
         click.echo(f"{len(loaded.errors)} dataset row(s) skipped; first: {loaded.errors[0]}", err=True)
@@ -178,9 +193,10 @@ def _eval_table(rows: list[dict], names: list[str]) -> str:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="Where report.md, report.html and the PNGs go [default: the first RUN_DIR].")
-def report(run_dirs: tuple[Path, ...], out_dir: Path | None) -> None:
+@click.option("--metric", help="Quality axis of the plots: f1, em, accuracy or rouge_l [default: by task].")
+def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None) -> None:
     """Summarise one or more `ragfunnel eval` run directories into tables and plots."""
     from ragfunnel.eval.report import write_report
 
-    for path in write_report(list(run_dirs), out_dir or run_dirs[0]):
+    for path in write_report(list(run_dirs), out_dir or run_dirs[0], metric=metric):
         click.echo(str(path))

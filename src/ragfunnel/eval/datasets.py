@@ -126,6 +126,7 @@ def _hotpotqa(record: dict, index: int) -> Example:
         task="multihop",
         meta={"titles": [d.title for d in docs], "supporting_titles": sorted(set(titles)),
               "type": record.get("type"), "level": record.get("level")},
+        passages=docs,
     )
 
 
@@ -143,6 +144,7 @@ def _musique(record: dict, index: int) -> Example:
         meta={"titles": [d.title for d in docs],
               "supporting_titles": [p.get("title", "") for p in paras if p.get("is_supporting")],
               "supporting_positions": [i for i, p in enumerate(paras) if p.get("is_supporting")]},
+        passages=docs,
     )
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ragfunnel.errors import InputError
-from ragfunnel.types import Document
+from ragfunnel.types import Document, Example
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class BuiltContext:
 
 
 def build_long_context(
-    own: list[Document], pool: list[Document], *, target_words: int, seed: int = 0
+    own: list[Document], pool: list[Document], *, target_words: int, seed: int | str = 0
 ) -> BuiltContext:
     """Add distractors from ``pool`` (titles not among ``own``) until ``target_words``, then shuffle.
 
@@ -44,3 +44,17 @@ def build_long_context(
     passages = [chosen[i] for i in order]
     gold = sorted(new for new, old in enumerate(order) if old < len(own))
     return BuiltContext("\n\n".join(p.render() for p in passages), passages, gold)
+
+
+def lengthen(example: Example, pool: list[Document], *, target_words: int, seed: int = 0) -> Example:
+    """``example`` with its own passages hidden among distractors from ``pool`` (``target_words`` long).
+
+    Each example gets its own fixed shuffle (from ``seed`` and its id); the positions of its
+    own passages go to ``meta["gold_passages"]``.
+    """
+    if not example.passages:
+        raise InputError(f"example {example.id!r} has no separate passages to hide among distractors; "
+                         "long contexts need a dataset with paragraphs (HotpotQA or MuSiQue format)")
+    built = build_long_context(example.passages, pool, target_words=target_words, seed=f"{seed}:{example.id}")
+    return replace(example, context=built.text, passages=built.passages,
+                   meta={**example.meta, "gold_passages": built.gold_positions})

@@ -16,12 +16,13 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.runner import CONFIG_FILE, ROWS_FILE, read_rows
 from ragfunnel.methods import options_of
 
 # The headline metric per task family, in order of preference.
 HEADLINE = ("f1", "rouge_l", "accuracy")
+METRICS = ("f1", "em", "accuracy", "rouge_l")
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,9 @@ class MethodSummary:
             return None
         return sum(1 for r in self.answer_ranks if r is not None and r <= k) / len(self.answer_ranks)
 
-    @property
-    def headline(self) -> tuple[str, float]:
-        key = next((k for k in HEADLINE if k in self.metrics), None)
+    def headline(self, metric: str | None = None) -> tuple[str, float]:
+        """(name, mean) of ``metric``, or of the task's first available headline metric."""
+        key = metric if metric in self.metrics else next((k for k in HEADLINE if k in self.metrics), None)
         return (key, self.metrics[key]) if key else ("-", 0.0)
 
 
@@ -64,6 +65,8 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
     config = json.loads(config_path.read_text())
     rows = read_rows(run_dir / ROWS_FILE)
     dataset = Path(config.get("dataset", run_dir.name)).stem
+    if config.get("context_words"):
+        dataset += f" @{config['context_words']}w"  # long contexts built from a corpus
     out = []
     for method in dict.fromkeys(r["method"] for r in rows):
         # Only methods that read a budgeted context belong on the budget curve.
@@ -105,7 +108,7 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
+def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) -> list[str]:
     try:
         import matplotlib
 
@@ -116,12 +119,12 @@ def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
     made = []
     fig, ax = plt.subplots(figsize=(6, 4))
     for s in summaries:
-        key, value = s.headline
+        key, value = s.headline(metric)
         ax.scatter(s.seconds_mean, value)
         ax.annotate(f"{s.method} ({s.dataset})", (s.seconds_mean, value), fontsize=8,
                     xytext=(4, 4), textcoords="offset points")
     ax.set_xlabel("mean latency per answer (s)")
-    ax.set_ylabel("quality (" + "/".join(sorted({s.headline[0] for s in summaries})) + ")")
+    ax.set_ylabel("quality (" + "/".join(sorted({s.headline(metric)[0] for s in summaries})) + ")")
     ax.set_title("Quality vs latency")
     fig.tight_layout()
     fig.savefig(out_dir / "quality_vs_latency.png", dpi=120)
@@ -132,7 +135,7 @@ def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
     if len(budgets) > 1:
         fig, ax = plt.subplots(figsize=(6, 4))
         for (dataset, method) in dict.fromkeys((s.dataset, s.method) for s in summaries):
-            points = sorted((s.budget, s.headline[1]) for s in summaries
+            points = sorted((s.budget, s.headline(metric)[1]) for s in summaries
                             if (s.dataset, s.method) == (dataset, method) and s.budget)
             if not points:
                 continue
@@ -146,7 +149,8 @@ def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
         plt.close(fig)
         made.append("quality_vs_budget.png")
 
-    ranked = [s for s in summaries if s.answer_ranks]
+    # One line per distinct ranking (op, vanilla and self-route share BM25's on the question).
+    ranked = list({(s.dataset, tuple(s.answer_ranks)): s for s in reversed(summaries) if s.answer_ranks}.values())
     if ranked:
         fig, ax = plt.subplots(figsize=(6, 4))
         deepest = max((r for s in ranked for r in s.answer_ranks if r is not None), default=1)
@@ -166,14 +170,19 @@ def _plots(summaries: list[MethodSummary], out_dir: Path) -> list[str]:
     return made
 
 
-def write_report(run_dirs: list[Path], out_dir: Path) -> list[Path]:
-    """Summarise ``run_dirs`` into ``out_dir``; returns the files written."""
+def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = None) -> list[Path]:
+    """Summarise ``run_dirs`` into ``out_dir``; returns the files written.
+
+    ``metric`` is the quality axis of the plots (default: F1, ROUGE-L or accuracy, by task).
+    """
+    if metric is not None and metric not in METRICS:
+        raise ConfigError(f"unknown metric {metric!r}; valid metrics: {', '.join(METRICS)}")
     summaries = [s for d in run_dirs for s in summarise_run(Path(d))]
     if not summaries:
         raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
     out_dir.mkdir(parents=True, exist_ok=True)
     header, body = _table(summaries)
-    images = _plots(summaries, out_dir)
+    images = _plots(summaries, out_dir, metric)
     md = ["# ragfunnel report", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in body]
     md += [""] + [f"![{name}]({name})" for name in images]
