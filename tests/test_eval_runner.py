@@ -103,3 +103,17 @@ def test_resume_after_sigkill_yields_exactly_one_row_per_pair(tmp_path):
     subprocess.run([sys.executable, str(script), str(run_dir)], check=True)
     pairs = [(json.loads(x)["example_id"], json.loads(x)["method"]) for x in rows.read_text().splitlines()]
     assert len(pairs) == 80 and len(set(pairs)) == 80
+
+
+def test_every_pair_starts_with_cold_prompt_caches(tmp_path, monkeypatch):
+    from ragfunnel.llm import registry
+
+    class Cached(FakeLLM):
+        resets = 0
+
+        def reset(self):
+            Cached.resets += 1
+
+    monkeypatch.setitem(registry._loaded, "fake:cached", Cached(lambda prompt, i: "Paris"))
+    run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
+    assert Cached.resets == 4  # 2 examples x 2 methods

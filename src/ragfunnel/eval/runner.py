@@ -29,6 +29,7 @@ from ragfunnel.eval.metrics import (
     rouge_l,
     token_f1,
 )
+from ragfunnel.llm.registry import reset_loaded
 from ragfunnel.types import Example, Prediction
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,8 @@ def run_eval(
 
     ``methods`` maps a name to an object with ``run(question, context, choices=...)``.
     ``config`` identifies the run; resuming needs the same one. ``workers`` > 1 runs pairs
-    concurrently (useful with server backends; in-process models serialise anyway).
+    concurrently (useful with server backends; in-process models serialise anyway). With one
+    worker, every pair starts with cold prompt caches (see :func:`reset_loaded`).
     """
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
@@ -145,6 +147,8 @@ def run_eval(
 
     def job(pair: tuple[Example, str]) -> dict[str, Any]:
         example, name = pair
+        if workers == 1:  # cold start per pair, so latencies do not depend on the order methods ran in
+            reset_loaded()
         return _row(example, name, lambda: methods[name].run(example.question, example.context or "",
                                                               choices=example.choices))
 

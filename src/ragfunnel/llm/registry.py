@@ -61,3 +61,13 @@ def resolve(spec: str | LLM) -> LLM:
         bundled.get(rest)  # unknown names fail here, listing the valid ones
     _loaded[spec] = SCHEMES[scheme](rest)
     return _loaded[spec]
+
+
+def reset_loaded() -> None:
+    """Drop the cached prompt state of every model loaded so far (in-process backends only).
+
+    Evaluation calls this before each (example, method) so that no method's latency rides on
+    a prefix another method left in the cache.
+    """
+    for llm in _loaded.values():
+        getattr(llm, "reset", lambda: None)()
