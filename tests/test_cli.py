@@ -176,6 +176,11 @@ def test_eval_runs_and_resumes_on_real_hotpotqa(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
     assert r.returncode == 0 and len(rows) == 6 and len({(x["example_id"], x["method"]) for x in rows}) == 6
     assert all({"f1", "em", "accuracy"} <= set(x["metrics"]) and x["trace"]["stages"] for x in rows)
+    r = run("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
+    assert r.returncode == 0, r.stderr
+    pngs = [tmp_path / "report" / n for n in ("quality_vs_latency.png", "answer_rank.png")]
+    assert all(p.stat().st_size > 1000 for p in pngs)
+    assert "| hotpotqa_train | op | 400 | 3 | 0 |" in (tmp_path / "report" / "report.md").read_text()
 
 
 @pytest.mark.model
