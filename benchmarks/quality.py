@@ -24,7 +24,8 @@ import platform
 from datetime import date
 from pathlib import Path
 
-from ragfunnel.eval.datasets import load_corpus, load_dataset
+from ragfunnel.corpus import load_corpus
+from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.report import summarise_run, write_report
 from ragfunnel.eval.runner import run_eval

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.eval.datasets import detect_format, load_corpus, load_dataset
+from ragfunnel.eval.datasets import detect_format, load_dataset
 from tests.conftest import SHARED
 
 

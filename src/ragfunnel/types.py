@@ -30,6 +30,7 @@ class Document:
     id: str
     title: str
     text: str
+    links: tuple[str, ...] = ()  # titles of the documents this one links to (hyperlinks), if known
 
     def render(self) -> str:
         """How a document appears inside a context: its title on a line, then its text."""

@@ -11,8 +11,9 @@ from typing import Any
 
 import click
 
+from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
-from ragfunnel.eval.datasets import FORMATS, load_corpus, load_dataset
+from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import run_eval
 from ragfunnel.llm import bundled

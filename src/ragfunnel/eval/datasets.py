@@ -17,8 +17,7 @@ Files may be a JSON list or JSON Lines. A malformed row is reported with its fil
 ``on_error="fail"`` stops there, ``on_error="skip"`` keeps going and returns every problem in
 :attr:`Loaded.errors` (and logs it) — rows are never dropped silently.
 
-Corpora (:func:`load_corpus`): ``{title: [sentences]}`` objects, ``[{title, text}]`` lists,
-FlashRAG ``{id, contents}`` JSONL (title on the first line of ``contents``).
+Corpora are read by :func:`ragfunnel.corpus.load_corpus`.
 """
 
 from __future__ import annotations
@@ -241,33 +240,3 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
         seen.add(example.id)
         loaded.examples.append(example)
     return loaded
-
-
-def load_corpus(path: str | Path) -> list[Document]:
-    """Read a passage corpus: {title: [sentences]}, [{title, text}], or FlashRAG {id, contents} JSONL."""
-    path = Path(path)
-    if path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
-        if data is None:
-            raise InputError(f"corpus file {path} does not exist; check the path")
-        if isinstance(data, dict):
-            return [Document(title, title, "".join(s) if isinstance(s, list) else str(s)) for title, s in data.items()]
-        records = list(enumerate(data, start=1))
-    else:
-        records = list(_records(path))
-    docs = []
-    for number, r in records:
-        if isinstance(r, RowError) or not isinstance(r, dict):
-            raise InputError(f"{path}:{number}: not a passage object; fix the row")
-        if "contents" in r:
-            title, _, text = str(r["contents"]).partition("\n")
-            docs.append(Document(str(r.get("id", number)), title.strip().strip('"'), text))
-        elif "text" in r:
-            title = r.get("title", "")
-            docs.append(Document(str(r.get("id", f"{title}#{number}" if title else number)), title, r["text"]))
-        else:
-            raise InputError(f"{path}:{number}: a passage needs 'text' (or FlashRAG 'contents'); fix the row")
-    return docs

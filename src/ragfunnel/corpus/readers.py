@@ -1,0 +1,168 @@
+"""Read a corpus file into :class:`~ragfunnel.types.Document` records.
+
+Formats, picked by the file's name and first record:
+
+``.json``            HippoRAG-style ``{title: [sentences]}`` or ``[{title, text}]``
+``.jsonl``           ragfunnel's own ``{id, title, text, links}`` (``id`` and ``links`` optional),
+                     FlashRAG ``{id, contents}`` (title on the first line of ``contents``) or
+                     KILT ``{wikipedia_title, text: [paragraphs]}``
+XML (``.bz2`` or not) a MediaWiki XML export; article text is stripped of markup, ``[[links]]``
+                     become :attr:`Document.links` (redirects resolved), non-article pages skipped
+"""
+
+from __future__ import annotations
+
+import bz2
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from xml.etree import ElementTree
+
+from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.types import Document
+
+log = logging.getLogger(__name__)
+
+
+def load_corpus(path: str | Path) -> list[Document]:
+    """Every document of the corpus file at ``path`` (see the module docstring for formats)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"corpus file {path} does not exist; check the path")
+    if path.is_dir():
+        raise InputError(f"corpus path {path} is a directory; pass one .json, .jsonl or .xml(.bz2) file")
+    if _is_xml(path):
+        return read_mediawiki(path)
+    if path.suffix == ".json":
+        return list(_json_corpus(path))
+    return list(_jsonl_corpus(path))
+
+
+def _is_xml(path: Path) -> bool:
+    """True for an XML file, bz2-compressed or not (dump names do not always end in .xml.bz2)."""
+    try:
+        with (bz2.open if path.suffix == ".bz2" else open)(path, "rb") as f:
+            return f.read(256).lstrip().startswith(b"<")
+    except (OSError, EOFError):
+        return False
+
+
+def _json_corpus(path: Path) -> Iterator[Document]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; pass a JSON corpus") from None
+    if isinstance(data, dict):
+        for title, sents in data.items():
+            yield Document(title, title, "".join(sents) if isinstance(sents, list) else str(sents))
+        return
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a {{title: sentences}} object or a list of passages; fix the file")
+    for number, record in enumerate(data, start=1):
+        yield _passage(record, path, number)
+
+
+def _jsonl_corpus(path: Path) -> Iterator[Document]:
+    try:
+        with path.open(encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise InputError(f"{path}:{number}: not valid JSON ({e.msg}); fix the row") from None
+                yield _passage(record, path, number)
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text; pass a JSON Lines corpus") from None
+
+
+def _passage(record: object, path: Path, number: int) -> Document:
+    if not isinstance(record, dict):
+        raise InputError(f"{path}:{number}: not a passage object; fix the row")
+    if "contents" in record:  # FlashRAG
+        title, _, text = str(record["contents"]).partition("\n")
+        return Document(str(record.get("id", number)), title.strip().strip('"'), text)
+    if "wikipedia_title" in record:  # KILT: paragraphs, the first one repeating the title
+        paragraphs = record.get("text") or []
+        body = paragraphs[1:] if paragraphs and paragraphs[0].strip() == record["wikipedia_title"] else paragraphs
+        title = str(record["wikipedia_title"])
+        return Document(str(record.get("wikipedia_id", title)), title, "".join(body).strip())
+    if "text" in record:
+        title = str(record.get("title", ""))
+        links = record.get("links") or []
+        if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
+            raise InputError(f"{path}:{number}: 'links' must be a list of titles; fix the row")
+        return Document(str(record.get("id", f"{title}#{number}" if title else number)), title,
+                        str(record["text"]), tuple(links))
+    raise InputError(f"{path}:{number}: a passage needs 'text' (or FlashRAG 'contents'); fix the row")
+
+
+# MediaWiki namespaces whose [[links]] are not links to articles.
+_NON_ARTICLE = ("file:", "image:", "category:", "template:", "wikipedia:", "wp:", "help:", "portal:",
+                "user:", "talk:", "special:", "media:", "wiktionary:", "wikt:", "s:", "q:", "commons:")
+
+
+def _normal_title(title: str) -> str:
+    """MediaWiki's title rules for article links: no anchor, spaces for underscores, first letter capital."""
+    title = title.split("#", 1)[0].replace("_", " ").strip()
+    title = " ".join(title.split())
+    return title[:1].upper() + title[1:]
+
+
+def read_mediawiki(path: str | Path) -> list[Document]:
+    """Articles (namespace 0) of a MediaWiki XML export, plain text with their resolved links."""
+    try:
+        import mwparserfromhell
+    except ImportError:
+        raise MissingExtra("mwparserfromhell", "corpus") from None
+    path = Path(path)
+    opener = bz2.open if path.suffix == ".bz2" else open
+    pages: list[tuple[str, str, str, list[str]]] = []
+    redirects: dict[str, str] = {}
+    try:
+        with opener(path, "rb") as f:
+            for page in _pages(f):
+                title, ns, page_id, redirect, wikitext = page
+                if ns != "0":
+                    continue
+                if redirect is not None:
+                    redirects[title] = _normal_title(redirect)
+                    continue
+                code = mwparserfromhell.parse(wikitext)
+                links = [_normal_title(str(link.title)) for link in code.filter_wikilinks()]
+                links = [t for t in links if t and not t.lower().startswith(_NON_ARTICLE)]
+                text = "\n".join(line.strip() for line in code.strip_code().splitlines() if line.strip())
+                pages.append((page_id, title, text, links))
+    except (OSError, EOFError, ElementTree.ParseError) as e:
+        raise InputError(f"{path} is not a readable MediaWiki XML export ({e}); check the file") from None
+    if not pages:
+        raise InputError(f"{path} holds no articles (namespace 0 pages); pass a MediaWiki XML export")
+    docs = []
+    for page_id, title, text, links in pages:
+        resolved = dict.fromkeys(redirects.get(t, t) for t in links)  # de-duplicated, in order
+        resolved.pop(title, None)
+        docs.append(Document(page_id, title, text, tuple(resolved)))
+    log.info("%s: %d articles, %d redirects", path, len(docs), len(redirects))
+    return docs
+
+
+def _pages(f) -> Iterator[tuple[str, str, str, str | None, str]]:
+    """(title, ns, id, redirect target or None, wikitext) per <page>, streaming."""
+    for _, elem in ElementTree.iterparse(f, events=("end",)):
+        if elem.tag.rsplit("}", 1)[-1] != "page":
+            continue
+        fields = {child.tag.rsplit("}", 1)[-1]: child for child in elem}
+        redirect = fields.get("redirect")
+        text = elem.find("./{*}revision/{*}text")
+        yield (
+            _normal_title(fields["title"].text or ""),
+            (fields.get("ns").text if fields.get("ns") is not None else "0") or "0",
+            fields["id"].text or "",
+            redirect.get("title") if redirect is not None else None,
+            (text.text or "") if text is not None else "",
+        )
+        elem.clear()
