@@ -23,6 +23,8 @@ from ragfunnel.methods import options_of
 # The headline metric per task family, in order of preference.
 HEADLINE = ("f1", "rouge_l", "accuracy")
 METRICS = ("f1", "em", "accuracy", "rouge_l")
+# Methods whose chunk ranking is BM25 against the question alone.
+QUESTION_RANKED = ("op", "vanilla", "self-route")
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,7 @@ class MethodSummary:
     seconds_mean: float
     seconds_p50: float
     seconds_p90: float
-    stage_seconds: dict[str, float]
+    stage_seconds: dict[str, tuple[float, float, float]]  # stage -> (mean, p50, p90)
     input_tokens: float
     # Rank of the first answer-bearing chunk per row that ranked chunks (None: no chunk holds it).
     answer_ranks: list[int | None]
@@ -84,7 +86,7 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             metrics={k: statistics.fmean(r["metrics"][k] for r in ok) for k in names},
             seconds_mean=statistics.fmean(secs) if secs else 0.0,
             seconds_p50=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
-            stage_seconds={k: statistics.fmean(v) for k, v in stages.items()},
+            stage_seconds={k: (statistics.fmean(v), _quantile(v, 0.5), _quantile(v, 0.9)) for k, v in stages.items()},
             input_tokens=statistics.fmean(r["trace"]["input_tokens"] for r in ok) if ok else 0.0,
             answer_ranks=[r.get("answer_rank") for r in ok if r.get("n_chunks")],
         ))
@@ -94,11 +96,12 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
 def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     metric_names = sorted({k for s in summaries for k in s.metrics})
     header = ["dataset", "method", "budget", "n", "failed", *metric_names, "mean s", "p50 s", "p90 s",
-              "stages (mean s)", "LLM input tokens", "answer chunk @1", "@3"]
+              "stages (mean / p50 / p90 s)", "LLM input tokens", "answer chunk @1", "@3"]
     body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures),
              *(f"{s.metrics[m]:.3f}" if m in s.metrics else "-" for m in metric_names),
              f"{s.seconds_mean:.1f}", f"{s.seconds_p50:.1f}", f"{s.seconds_p90:.1f}",
-             ", ".join(f"{k} {v:.1f}" for k, v in s.stage_seconds.items()), f"{s.input_tokens:.0f}",
+             "; ".join(f"{k} {m:.1f} / {p50:.1f} / {p90:.1f}" for k, (m, p50, p90) in s.stage_seconds.items()),
+             f"{s.input_tokens:.0f}",
              *(_share(s.answer_at(k)) for k in (1, 3))]
             for s in summaries]
     return header, body
@@ -149,19 +152,24 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
         plt.close(fig)
         made.append("quality_vs_budget.png")
 
-    # One line per distinct ranking (op, vanilla and self-route share BM25's on the question).
-    ranked = list({(s.dataset, tuple(s.answer_ranks)): s for s in reversed(summaries) if s.answer_ranks}.values())
-    if ranked:
+    # One line per ranking: op, vanilla and self-route all rank chunks by BM25 on the question.
+    lines: dict[tuple[str, str], MethodSummary] = {}
+    for s in summaries:
+        if s.answer_ranks:
+            source = "BM25(question)" if s.method in QUESTION_RANKED else s.method
+            lines.setdefault((s.dataset, source), s)
+    if lines:
         fig, ax = plt.subplots(figsize=(6, 4))
-        deepest = max((r for s in ranked for r in s.answer_ranks if r is not None), default=1)
+        deepest = max((r for s in lines.values() for r in s.answer_ranks if r is not None), default=1)
         ks = list(range(1, deepest + 1))
-        for s in ranked:
+        for (dataset, source), s in lines.items():
             ax.step(ks, [s.answer_at(k) for k in ks], where="post", marker=".",
-                    label=f"{s.method} ({s.dataset}, n={len(s.answer_ranks)})")
+                    label=f"{source} ({dataset}, n={len(s.answer_ranks)})")
+        ax.xaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("rank of the first chunk holding the answer")
         ax.set_ylabel("share of questions at or above this rank")
         ax.set_ylim(0, 1.02)
-        ax.set_title("Answer-bearing chunk rank (op: BM25 on the question; fb: draft scores)", fontsize=9)
+        ax.set_title("Where each method's scores rank the first chunk holding the answer", fontsize=9)
         ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(out_dir / "answer_rank.png", dpi=120)
