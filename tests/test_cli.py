@@ -200,3 +200,19 @@ def test_eval_builds_long_contexts_from_a_corpus(tmp_path):
     assert json.loads((out / "config.json").read_text())["context_words"] == 3000
     assert_one_line_error(run("eval", str(HOTPOT), "--context-words", "3000", "--out", str(tmp_path / "x")),
                           "go together")
+
+
+def test_index_the_real_wikipedia_excerpt(tmp_path):
+    from tests.test_corpus import WIKI
+
+    if not WIKI.exists():
+        pytest.skip("shared data absent")
+    r = run("index", str(WIKI), "--out", str(tmp_path / "ix"), "--json")
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads(r.stdout)
+    assert manifest["documents"] == 106 and manifest["graph"] == "links" and manifest["edges"] > 50
+    again = run("index", str(WIKI), "--out", str(tmp_path / "ix"))  # up to date: kept, not rebuilt
+    assert again.returncode == 0 and "106 documents" in again.stdout
+    other = tmp_path / "c.jsonl"
+    other.write_text(json.dumps({"title": "A", "text": "x"}) + "\n")
+    assert_one_line_error(run("index", str(other), "--out", str(tmp_path / "ix")), "pass --force")

@@ -8,7 +8,8 @@ import pytest
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.clustering import approx_tokens, closeness, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
-from ragfunnel.errors import InputError
+from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Document
 from tests.conftest import SHARED
 
@@ -94,3 +95,66 @@ def test_the_real_wikipedia_excerpt():
     clusters = cluster_documents(graph, [approx_tokens(d) for d in docs], max_size=40_000)
     assert sorted(i for c in clusters for i in c) == list(range(len(docs)))
     assert any(len(c) > 1 for c in clusters)
+
+
+def small_corpus():
+    return [Document("a", "Gull Rock", "The lighthouse on Gull Rock was built of granite.", ("Martha Quill",)),
+            Document("b", "Martha Quill", "Martha Quill kept the Gull Rock light for thirty years.",
+                     ("Gull Rock", "Port Ellis")),  # Port Ellis is not in the corpus
+            Document("c", "Seabirds", "Puffins and gannets nest on the cliffs every spring.")]
+
+
+def test_index_round_trip_and_cluster_search(tmp_path):
+    m = build_index(small_corpus(), tmp_path / "ix", source="test")
+    assert (m.documents, m.clusters, m.graph, m.edges, m.links_outside) == (3, 2, "links", 1, 1)
+    ix = CorpusIndex(tmp_path / "ix")
+    assert ix.document(1) == small_corpus()[1]
+    best, _ = ix.cluster_bm25.top_k("Who kept the light?", 1)
+    assert sorted(ix.cluster(int(best[0]))) == [0, 1]
+    assert not (tmp_path / "ix.partial").exists()
+
+
+def test_index_is_kept_when_up_to_date_and_refused_otherwise(tmp_path):
+    first = build_index(small_corpus(), tmp_path / "ix", source="test")
+    assert build_index(small_corpus(), tmp_path / "ix", source="test") == first
+    with pytest.raises(ConfigError, match="pass --force to rebuild"):
+        build_index(small_corpus()[:2], tmp_path / "ix", source="test")
+    assert build_index(small_corpus()[:2], tmp_path / "ix", source="test", force=True).documents == 2
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not empty and holds no index"):
+        build_index(small_corpus(), tmp_path / "other", source="test")
+
+
+@pytest.mark.parametrize("docs, match", [
+    ([Document("a", "A", "x"), Document("a", "B", "y")], "document 2 repeats the id 'a'"),
+    ([Document("a", "A", "x"), Document("b", "B", "  ")], r"document 2 \('b'\) has empty text"),
+    ([], "holds no documents"),
+])
+def test_index_refuses_bad_corpora(tmp_path, docs, match):
+    with pytest.raises(InputError, match=match):
+        build_index(docs, tmp_path / "ix", source="test")
+    assert not (tmp_path / "ix").exists()
+
+
+def test_a_document_larger_than_the_cap_is_counted(tmp_path):
+    docs = small_corpus() + [Document("d", "Log", "word " * 50)]
+    m = build_index(docs, tmp_path / "ix", source="test", max_cluster_tokens=30)
+    assert m.oversize_documents == 1
+    ix = CorpusIndex(tmp_path / "ix")
+    assert [3] in [ix.cluster(c) for c in range(ix.n_clusters)]
+
+
+def test_corrupted_or_foreign_index_is_named(tmp_path):
+    build_index(small_corpus(), tmp_path / "ix", source="test")
+    with (tmp_path / "ix" / "documents.jsonl").open("r+b") as f:
+        f.write(b"X")
+    with pytest.raises(InputError, match="documents.jsonl is corrupted"):
+        CorpusIndex(tmp_path / "ix")
+    build_index(small_corpus(), tmp_path / "ix", source="test", force=True)
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps({**manifest, "version": 0}))
+    with pytest.raises(InputError, match="rebuild it with"):
+        CorpusIndex(tmp_path / "ix")
+    with pytest.raises(InputError, match="not a ragfunnel index"):
+        CorpusIndex(tmp_path)

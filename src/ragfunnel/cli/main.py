@@ -201,3 +201,27 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
 
     for path in write_report(list(run_dirs), out_dir or run_dirs[0], metric=metric):
         click.echo(str(path))
+
+
+@main.command()
+@click.argument("corpus", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Index directory to write.")
+@click.option("--max-cluster-tokens", type=int, default=4000, show_default=True,
+              help="Largest cluster of linked documents (FunnelRAG's retrieval unit), in approximate tokens.")
+@click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
+@click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
+def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, force: bool, as_json: bool) -> None:
+    """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25."""
+    from dataclasses import asdict
+
+    from ragfunnel.corpus.index import build_index
+
+    docs = load_corpus(corpus)
+    m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, force=force)
+    if as_json:
+        click.echo(json.dumps(asdict(m), indent=2))
+        return
+    size = sum(int(f["bytes"]) for f in m.files.values())
+    click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
+               f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {size / 1e6:.1f} MB, "
+               f"built in {m.build_seconds:.1f}s")

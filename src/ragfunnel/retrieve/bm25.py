@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import lru_cache
+from pathlib import Path
 
 import bm25s
 import numpy as np
@@ -53,6 +54,26 @@ class BM25Index:
 
     def __len__(self) -> int:
         return self._n_docs
+
+    def save(self, directory: str | Path) -> None:
+        """Write the index as plain files (numpy arrays and JSON; no pickle) into ``directory``."""
+        self._model.save(str(directory), show_progress=False)
+
+    @classmethod
+    def load(cls, directory: str | Path, *, mmap: bool = True) -> BM25Index:
+        """Open an index written by :meth:`save`; ``mmap`` keeps the score arrays on disk."""
+        index = cls.__new__(cls)
+        index._model = bm25s.BM25.load(str(directory), mmap=mmap, load_corpus=False)
+        index._n_docs = int(index._model.scores["num_docs"])
+        return index
+
+    def top_k(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, scores) of the ``k`` best texts for ``query``, best first (ties by position)."""
+        scores = self.score([query])[0]
+        k = min(k, len(scores))
+        best = np.argpartition(-scores, k - 1)[:k]
+        best = best[np.lexsort((best, -scores[best]))]
+        return best, scores[best]
 
     def score(self, queries: list[str]) -> np.ndarray:
         """Return an array of shape (len(queries), len(texts)) of BM25 scores.

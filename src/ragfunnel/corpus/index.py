@@ -1,0 +1,222 @@
+"""A persistent corpus index: documents, their clusters (Algorithm 1) and BM25 over clusters.
+
+An index directory holds plain files only, every one listed with its size and SHA-256 in
+``manifest.json`` and checked when the index is opened:
+
+``documents.jsonl``          one ``{id, title, text, links}`` object per line, in corpus order
+``documents.offsets.npy``    byte offset of each line (N+1 values), for reading one document
+``clusters.members.npy``     document indices of every cluster, concatenated
+``clusters.offsets.npy``     where each cluster starts in ``clusters.members.npy`` (M+1 values)
+``clusters.bm25/``           BM25 over the clusters' texts (bm25s arrays and JSON)
+
+Building writes into ``DIR.partial`` and renames it into place, so a crash never leaves a
+half-written index behind. A directory that already holds an index is rebuilt only when asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
+from ragfunnel.corpus.graph import relation_graph
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.types import Document
+
+log = logging.getLogger(__name__)
+
+FORMAT, VERSION = "ragfunnel-corpus-index", 1
+MANIFEST = "manifest.json"
+DEFAULT_CLUSTER_TOKENS = 4000
+
+
+@dataclass(frozen=True)
+class Manifest:
+    format: str
+    version: int
+    source: str  # what the index was built from (a corpus path, or a name)
+    content_sha256: str  # of the documents' ids, titles, texts and links
+    max_cluster_tokens: int
+    documents: int
+    clusters: int
+    graph: str  # "links" or "title mentions"
+    edges: int
+    links_outside: int  # links to titles that are not in the corpus (dropped)
+    oversize_documents: int  # documents larger than max_cluster_tokens (each its own cluster)
+    build_seconds: float
+    files: dict[str, dict[str, int | str]]
+
+
+def check_documents(docs: list[Document]) -> None:
+    """Refuse a corpus the index cannot represent faithfully, naming the first offender."""
+    if not docs:
+        raise InputError("the corpus holds no documents; pass a corpus with at least one document")
+    seen: set[str] = set()
+    for number, d in enumerate(docs, start=1):
+        if d.id in seen:
+            raise InputError(f"document {number} repeats the id {d.id!r}; give every document a unique id")
+        seen.add(d.id)
+        if not d.text.strip():
+            raise InputError(f"document {number} ({d.id!r}) has empty text; remove it or give it text")
+
+
+def content_sha256(docs: list[Document]) -> str:
+    digest = hashlib.sha256()
+    for d in docs:
+        digest.update(json.dumps([d.id, d.title, d.text, list(d.links)], ensure_ascii=False).encode())
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _listing(root: Path) -> dict[str, dict[str, int | str]]:
+    return {str(p.relative_to(root)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+def build_index(
+    docs: list[Document],
+    out: str | Path,
+    *,
+    source: str,
+    max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
+    force: bool = False,
+) -> Manifest:
+    """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is."""
+    out = Path(out)
+    if max_cluster_tokens < 1:
+        raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
+    digest = content_sha256(docs)
+    if (out / MANIFEST).exists() and not force:
+        old = json.loads((out / MANIFEST).read_text())
+        if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens")) == (
+                VERSION, digest, max_cluster_tokens):
+            log.info("%s is up to date with %s", out, source)
+            return Manifest(**old)
+        raise ConfigError(f"{out} holds an index of another corpus or configuration; pass --force to rebuild "
+                          "it or choose another --out")
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
+        raise ConfigError(f"{out} is not empty and holds no index; choose an empty or new --out directory")
+    check_documents(docs)
+
+    started = time.perf_counter()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    _write_documents(docs, tmp)
+    log.info("building the relation graph of %d documents", len(docs))
+    graph = relation_graph(docs)
+    titles = {d.title for d in docs}
+    sizes = [approx_tokens(d) for d in docs]
+    log.info("clustering (%d edges, at most %d tokens per cluster)", graph.number_of_edges(), max_cluster_tokens)
+    clusters = cluster_documents(graph, sizes, max_size=max_cluster_tokens)
+    members = np.fromiter((i for c in clusters for i in c), dtype=np.int64, count=len(docs))
+    np.save(tmp / "clusters.members.npy", members)
+    np.save(tmp / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
+    log.info("indexing %d clusters with BM25", len(clusters))
+    BM25Index([cluster_text(docs, c) for c in clusters]).save(tmp / "clusters.bm25")
+    manifest = Manifest(
+        format=FORMAT, version=VERSION, source=source, content_sha256=digest,
+        max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
+        graph="links" if any(d.links for d in docs) else "title mentions", edges=graph.number_of_edges(),
+        links_outside=sum(1 for d in docs for t in d.links if t not in titles),
+        oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
+        build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp),
+    )
+    (tmp / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return manifest
+
+
+def cluster_text(docs: list[Document], members: list[int]) -> str:
+    return "\n\n".join(docs[i].render() for i in members)
+
+
+def _write_documents(docs: list[Document], root: Path) -> None:
+    offsets = [0]
+    with (root / "documents.jsonl").open("wb") as f:
+        for d in docs:
+            line = json.dumps({"id": d.id, "title": d.title, "text": d.text, "links": list(d.links)},
+                              ensure_ascii=False).encode() + b"\n"
+            f.write(line)
+            offsets.append(offsets[-1] + len(line))
+    np.save(root / "documents.offsets.npy", np.asarray(offsets, dtype=np.int64))
+
+
+class CorpusIndex:
+    """An index directory opened for search; every file is checked against the manifest first."""
+
+    def __init__(self, root: str | Path, *, verify: bool = True):
+        self.root = Path(root)
+        self.manifest = _read_manifest(self.root)
+        if verify:
+            _verify(self.root, self.manifest)
+        self._offsets = np.load(self.root / "documents.offsets.npy", mmap_mode="r")
+        self._members = np.load(self.root / "clusters.members.npy", mmap_mode="r")
+        self._cluster_offsets = np.load(self.root / "clusters.offsets.npy", mmap_mode="r")
+        self._documents = (self.root / "documents.jsonl").open("rb")
+        self.cluster_bm25 = BM25Index.load(self.root / "clusters.bm25")
+
+    def __len__(self) -> int:
+        return self.manifest.documents
+
+    @property
+    def n_clusters(self) -> int:
+        return self.manifest.clusters
+
+    def document(self, i: int) -> Document:
+        start, end = int(self._offsets[i]), int(self._offsets[i + 1])
+        self._documents.seek(start)
+        r = json.loads(self._documents.read(end - start))
+        return Document(r["id"], r["title"], r["text"], tuple(r["links"]))
+
+    def cluster(self, c: int) -> list[int]:
+        """Document indices of cluster ``c``."""
+        return [int(i) for i in self._members[int(self._cluster_offsets[c]):int(self._cluster_offsets[c + 1])]]
+
+    def close(self) -> None:
+        self._documents.close()
+
+
+def _read_manifest(root: Path) -> Manifest:
+    path = root / MANIFEST
+    if not path.exists():
+        raise InputError(f"{root} is not a ragfunnel index (no {MANIFEST}); build one with "
+                         "`ragfunnel index CORPUS --out DIR`")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise InputError(f"{path} is corrupted (not JSON); rebuild the index with `ragfunnel index --force`") from None
+    if data.get("format") != FORMAT or data.get("version") != VERSION:
+        raise InputError(f"{root} was written as {data.get('format')} v{data.get('version')}; this ragfunnel reads "
+                         f"{FORMAT} v{VERSION}: rebuild it with `ragfunnel index CORPUS --out {root} --force`")
+    try:
+        return Manifest(**data)
+    except TypeError:
+        raise InputError(f"{path} is corrupted (unexpected fields); rebuild the index with "
+                         "`ragfunnel index --force`") from None
+
+
+def _verify(root: Path, manifest: Manifest) -> None:
+    for name, want in manifest.files.items():
+        path = root / name
+        if not path.exists():
+            raise InputError(f"{path} is missing from the index; rebuild it with `ragfunnel index --force`")
+        if path.stat().st_size != want["bytes"] or file_sha256(path) != want["sha256"]:
+            raise InputError(f"{path} is corrupted (its checksum does not match the manifest); rebuild the index "
+                             "with `ragfunnel index --force`")
