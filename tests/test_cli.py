@@ -216,3 +216,26 @@ def test_index_the_real_wikipedia_excerpt(tmp_path):
     other = tmp_path / "c.jsonl"
     other.write_text(json.dumps({"title": "A", "text": "x"}) + "\n")
     assert_one_line_error(run("index", str(other), "--out", str(tmp_path / "ix")), "pass --force")
+
+
+@pytest.mark.model
+def test_flat_search_as_a_user_runs_it(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "gull", "title": "Gull Rock", "text": "The lighthouse on Gull Rock was built of granite in 1871."},
+        {"id": "quill", "title": "Martha Quill", "text": "Martha Quill kept the light; her diaries describe seabirds."},
+        {"id": "ferry", "title": "Port Ellis", "text": "The island ferry runs twice daily from Port Ellis harbour."},
+    ]) + "\n")
+    assert run("index", str(corpus), "--out", str(tmp_path / "ix"), "--flat").returncode == 0
+    r = run("search", str(tmp_path / "ix"), "Who wrote about the birds?", "--flat", "--top-k", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [x["title"] for x in out["results"]][0] == "Martha Quill" and len(out["results"]) == 2
+    assert set(out["results"][0]) == {"id", "title", "text", "score"} and out["stages"][0]["n_in"] == 3
+    assert_one_line_error(run("search", str(tmp_path / "ix"), " ", "--flat"), "question is empty")
+    assert run("index", str(corpus), "--out", str(tmp_path / "plain")).returncode == 0
+    assert_one_line_error(run("search", str(tmp_path / "plain"), "Who?", "--flat"), "built without flat passages")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert_one_line_error(run("index", str(empty), "--out", str(tmp_path / "e")), "holds no documents")
+    assert_one_line_error(run("search", str(tmp_path / "e"), "Who?", "--flat"), "not a ragfunnel index")

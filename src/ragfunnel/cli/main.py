@@ -208,20 +208,59 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Index directory to write.")
 @click.option("--max-cluster-tokens", type=int, default=4000, show_default=True,
               help="Largest cluster of linked documents (FunnelRAG's retrieval unit), in approximate tokens.")
+@click.option("--flat", is_flag=True,
+              help="Also cut documents into passages and embed them (bundled MiniLM) for `search --flat`.")
+@click.option("--passage-words", type=int, default=100, show_default=True, help="Words per flat passage.")
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
-def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, force: bool, as_json: bool) -> None:
+def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int, force: bool,
+          as_json: bool) -> None:
     """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25."""
     from dataclasses import asdict
 
     from ragfunnel.corpus.index import build_index
 
     docs = load_corpus(corpus)
-    m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, force=force)
+    m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
+                    passage_words=passage_words, force=force)
     if as_json:
         click.echo(json.dumps(asdict(m), indent=2))
         return
     size = sum(int(f["bytes"]) for f in m.files.values())
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
-               f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {size / 1e6:.1f} MB, "
-               f"built in {m.build_seconds:.1f}s")
+               f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
+               f"{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
+
+
+@main.command()
+@click.argument("index_dir", type=click.Path(path_type=Path))
+@click.argument("question")
+@click.option("--flat", is_flag=True, required=True,
+              help="Flat retrieval: the passages nearest the question by MiniLM embedding (exact search).")
+@click.option("--top-k", type=int, default=5, show_default=True, help="Passages to return.")
+@click.option("--json", "as_json", is_flag=True, help="Results and per-stage timings as JSON.")
+def search(index_dir: Path, question: str, flat: bool, top_k: int, as_json: bool) -> None:
+    """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
+    import time
+
+    from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.methods.base import check_question
+
+    question = check_question(question)
+    if top_k < 1:
+        raise ConfigError(f"--top-k must be at least 1, got {top_k}")
+    ix = CorpusIndex(index_dir)
+    started = time.perf_counter()
+    found, scores = ix.flat_search(question, top_k)
+    seconds = time.perf_counter() - started
+    results = []
+    for p, score in zip(found, scores, strict=True):
+        doc, text = ix.passage(int(p))
+        results.append({"id": f"{doc.id}#{int(p)}", "title": doc.title, "text": text, "score": round(float(score), 6)})
+    stages = [{"name": "flat_dense", "seconds": round(seconds, 4), "n_in": ix.manifest.passages, "n_out": len(results)}]
+    if as_json:
+        click.echo(json.dumps({"results": results, "stages": stages}, indent=2, ensure_ascii=False))
+        return
+    for rank, r in enumerate(results, start=1):
+        click.echo(f"{rank}. [{r['score']:.3f}] {r['title']}: {' '.join(r['text'].split())[:200]}")
+    click.echo(f"-- flat: {stages[0]['n_in']} passages -> {len(results)} in {seconds:.3f}s", err=True)

@@ -8,6 +8,9 @@ An index directory holds plain files only, every one listed with its size and SH
 ``clusters.members.npy``     document indices of every cluster, concatenated
 ``clusters.offsets.npy``     where each cluster starts in ``clusters.members.npy`` (M+1 values)
 ``clusters.bm25/``           BM25 over the clusters' texts (bm25s arrays and JSON)
+``flat.spans.npy``           with ``flat``: (document, first char, end char) of every passage of
+                             ``passage_words`` words, the flat-retrieval baseline's units
+``flat.vectors.npy``         with ``flat``: their MiniLM embeddings (float32, unit length)
 
 Building writes into ``DIR.partial`` and renames it into place, so a crash never leaves a
 half-written index behind. A directory that already holds an index is rebuilt only when asked.
@@ -29,6 +32,8 @@ from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.retrieve.fusion import best_k
+from ragfunnel.text import word_windows
 from ragfunnel.types import Document
 
 log = logging.getLogger(__name__)
@@ -51,6 +56,8 @@ class Manifest:
     edges: int
     links_outside: int  # links to titles that are not in the corpus (dropped)
     oversize_documents: int  # documents larger than max_cluster_tokens (each its own cluster)
+    passages: int  # flat-retrieval passages (0 when the index was built without them)
+    passage_words: int
     build_seconds: float
     files: dict[str, dict[str, int | str]]
 
@@ -94,6 +101,8 @@ def build_index(
     *,
     source: str,
     max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
+    flat: bool = False,
+    passage_words: int = 100,
     force: bool = False,
 ) -> Manifest:
     """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is."""
@@ -103,8 +112,9 @@ def build_index(
     digest = content_sha256(docs)
     if (out / MANIFEST).exists() and not force:
         old = json.loads((out / MANIFEST).read_text())
-        if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens")) == (
-                VERSION, digest, max_cluster_tokens):
+        wanted_passages = passage_words if flat else 0
+        if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens"),
+                old.get("passage_words")) == (VERSION, digest, max_cluster_tokens, wanted_passages):
             log.info("%s is up to date with %s", out, source)
             return Manifest(**old)
         raise ConfigError(f"{out} holds an index of another corpus or configuration; pass --force to rebuild "
@@ -129,12 +139,14 @@ def build_index(
     np.save(tmp / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
     log.info("indexing %d clusters with BM25", len(clusters))
     BM25Index([cluster_text(docs, c) for c in clusters]).save(tmp / "clusters.bm25")
+    n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
         max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
         graph="links" if any(d.links for d in docs) else "title mentions", edges=graph.number_of_edges(),
         links_outside=sum(1 for d in docs for t in d.links if t not in titles),
         oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
+        passages=n_passages, passage_words=passage_words if flat else 0,
         build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp),
     )
     (tmp / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
@@ -145,6 +157,29 @@ def build_index(
 
 def cluster_text(docs: list[Document], members: list[int]) -> str:
     return "\n\n".join(docs[i].render() for i in members)
+
+
+def _write_flat(docs: list[Document], root: Path, passage_words: int) -> int:
+    """Cut every document into ``passage_words``-word passages and embed them; returns how many."""
+    from tqdm.auto import tqdm
+
+    from ragfunnel.retrieve.embed import bundled_embedder
+
+    spans, texts = [], []
+    for i, d in enumerate(docs):
+        for start, end in word_windows(d.text, passage_words):
+            spans.append((i, start, end))
+            texts.append(f"{d.title}\n{d.text[start:end]}" if d.title else d.text[start:end])
+    embedder = bundled_embedder()
+    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    step = 256
+    with tqdm(total=len(texts), desc="embed passages", unit="passage", disable=None) as bar:
+        for start in range(0, len(texts), step):
+            vectors[start:start + step] = embedder.encode(texts[start:start + step])
+            bar.update(len(texts[start:start + step]))
+    np.save(root / "flat.spans.npy", np.asarray(spans, dtype=np.int64).reshape(-1, 3))
+    np.save(root / "flat.vectors.npy", vectors)
+    return len(texts)
 
 
 def _write_documents(docs: list[Document], root: Path) -> None:
@@ -171,6 +206,9 @@ class CorpusIndex:
         self._cluster_offsets = np.load(self.root / "clusters.offsets.npy", mmap_mode="r")
         self._documents = (self.root / "documents.jsonl").open("rb")
         self.cluster_bm25 = BM25Index.load(self.root / "clusters.bm25")
+        if self.manifest.passages:
+            self._spans = np.load(self.root / "flat.spans.npy", mmap_mode="r")
+            self._vectors = np.load(self.root / "flat.vectors.npy", mmap_mode="r")
 
     def __len__(self) -> int:
         return self.manifest.documents
@@ -188,6 +226,22 @@ class CorpusIndex:
     def cluster(self, c: int) -> list[int]:
         """Document indices of cluster ``c``."""
         return [int(i) for i in self._members[int(self._cluster_offsets[c]):int(self._cluster_offsets[c + 1])]]
+
+    def passage(self, p: int) -> tuple[Document, str]:
+        """The document flat passage ``p`` comes from, and the passage's text."""
+        doc, start, end = (int(x) for x in self._spans[p])
+        d = self.document(doc)
+        return d, d.text[start:end]
+
+    def flat_search(self, question: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Flat baseline: (passage indices, cosine scores) of the ``k`` passages nearest the question."""
+        if not self.manifest.passages:
+            raise ConfigError(f"{self.root} was built without flat passages; rebuild it with "
+                              "`ragfunnel index CORPUS --out DIR --flat --force`")
+        from ragfunnel.retrieve.embed import bundled_embedder
+
+        (query,) = bundled_embedder().encode([question])
+        return best_k(np.asarray(self._vectors @ query, dtype=np.float64), k)
 
     def close(self) -> None:
         self._documents.close()

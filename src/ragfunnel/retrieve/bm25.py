@@ -16,6 +16,7 @@ import numpy as np
 import Stemmer
 
 from ragfunnel.errors import InputError
+from ragfunnel.retrieve.fusion import best_k
 
 # bm25s sets its own logger to DEBUG on import, which would print index-building notes.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
@@ -69,11 +70,7 @@ class BM25Index:
 
     def top_k(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(indices, scores) of the ``k`` best texts for ``query``, best first (ties by position)."""
-        scores = self.score([query])[0]
-        k = min(k, len(scores))
-        best = np.argpartition(-scores, k - 1)[:k]
-        best = best[np.lexsort((best, -scores[best]))]
-        return best, scores[best]
+        return best_k(self.score([query])[0], k)
 
     def score(self, queries: list[str]) -> np.ndarray:
         """Return an array of shape (len(queries), len(texts)) of BM25 scores.

@@ -38,3 +38,13 @@ def rank(scores: np.ndarray, *, tiebreak: np.ndarray | None = None) -> np.ndarra
         keys.append(-np.asarray(tiebreak, dtype=np.float64))
     keys.append(-scores)
     return np.lexsort(keys)
+
+
+def best_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indices, scores) of the ``k`` highest scores, best first, ties by index; without a full sort."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=scores.dtype)
+    best = np.argpartition(-scores, k - 1)[:k]
+    best = best[np.lexsort((best, -scores[best]))]
+    return best, scores[best]

@@ -10,6 +10,14 @@ from ragfunnel.types import Chunk
 _WORD = re.compile(r"\S+")
 
 
+def word_windows(text: str, words: int) -> list[tuple[int, int]]:
+    """(start, end) character spans of consecutive ``words``-word windows of ``text``."""
+    if words < 1:
+        raise ConfigError(f"chunk_words must be at least 1, got {words}")
+    spans = [m.span() for m in _WORD.finditer(text)]
+    return [(spans[first][0], spans[min(first + words, len(spans)) - 1][1]) for first in range(0, len(spans), words)]
+
+
 def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -> list[Chunk]:
     """Split ``text`` into windows of ``chunk_words`` whitespace-separated words.
 
@@ -17,19 +25,9 @@ def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -
     so line breaks and spacing inside a chunk survive, and the chunks' words joined
     in ``position`` order are the context's words.
     """
-    if chunk_words < 1:
-        raise ConfigError(f"chunk_words must be at least 1, got {chunk_words}")
-    spans = [m.span() for m in _WORD.finditer(text)]
     chunks = []
-    for position, first in enumerate(range(0, len(spans), chunk_words)):
-        window = spans[first : first + chunk_words]
-        chunks.append(
-            Chunk(
-                id=f"{doc_id}#{position}",
-                text=text[window[0][0] : window[-1][1]],
-                doc_id=doc_id,
-                position=position,
-                n_words=len(window),
-            )
-        )
+    for position, (start, end) in enumerate(word_windows(text, chunk_words)):
+        piece = text[start:end]
+        chunks.append(Chunk(id=f"{doc_id}#{position}", text=piece, doc_id=doc_id, position=position,
+                            n_words=len(_WORD.findall(piece))))
     return chunks
