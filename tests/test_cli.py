@@ -239,3 +239,27 @@ def test_flat_search_as_a_user_runs_it(tmp_path):
     empty.write_text("")
     assert_one_line_error(run("index", str(empty), "--out", str(tmp_path / "e")), "holds no documents")
     assert_one_line_error(run("search", str(tmp_path / "e"), "Who?", "--flat"), "not a ragfunnel index")
+
+
+@pytest.mark.model
+def test_funnel_search_as_a_user_runs_it(tmp_path):
+    pytest.importorskip("transformers", reason="needs the [attention] extra")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "gull", "title": "Gull Rock", "text": "The lighthouse on Gull Rock was built of granite in 1871.",
+         "links": ["Martha Quill"]},
+        {"id": "quill", "title": "Martha Quill", "text": "Martha Quill kept the light; her diaries describe seabirds.",
+         "links": ["Gull Rock"]},
+        {"id": "ferry", "title": "Port Ellis", "text": "The island ferry runs twice daily from Port Ellis harbour."},
+        {"id": "mill", "title": "Ellis Mill", "text": "The mill at Port Ellis ground barley until 1930."},
+    ]) + "\n")
+    assert run("index", str(corpus), "--out", str(tmp_path / "ix")).returncode == 0
+    r = run("search", str(tmp_path / "ix"), "What did Martha Quill write about?", "--top-k", "2",
+            "--top-documents", "3", "--post-ranker", "bundled:smollm2-135m", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [s["name"] for s in out["stages"]] == ["retrieval", "pre_ranking", "post_ranking"]
+    assert out["stages"][1]["n_out"] <= 3 and len(out["results"]) == 2
+    assert all(set(x) == {"id", "title", "text", "score"} for x in out["results"])
+    assert_one_line_error(run("search", str(tmp_path / "ix"), "Who?", "--post-ranker", "gguf:/nope.gguf"),
+                          "does not exist")

@@ -235,14 +235,18 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @main.command()
 @click.argument("index_dir", type=click.Path(path_type=Path))
 @click.argument("question")
-@click.option("--flat", is_flag=True, required=True,
-              help="Flat retrieval: the passages nearest the question by MiniLM embedding (exact search).")
-@click.option("--top-k", type=int, default=5, show_default=True, help="Passages to return.")
+@click.option("--funnel/--flat", default=True, show_default=True,
+              help="Progressive FunnelRAG retrieval (BM25 clusters -> pre-ranked documents -> attention-ranked "
+                   "passages), or flat retrieval (MiniLM passage embeddings, exact search; needs `index --flat`).")
+@click.option("--top-k", type=int, default=4, show_default=True, help="Passages to return.")
+@click.option("--top-clusters", type=int, help="Funnel stage 1: clusters kept [default: 5% of them, 4..80].")
+@click.option("--top-documents", type=int, default=8, show_default=True, help="Funnel stage 2: documents kept.")
+@click.option("--post-ranker", "post_ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
+              help="Funnel stage 3 attention model: bundled:NAME, gguf:PATH, or a Hugging Face name or directory.")
 @click.option("--json", "as_json", is_flag=True, help="Results and per-stage timings as JSON.")
-def search(index_dir: Path, question: str, flat: bool, top_k: int, as_json: bool) -> None:
+def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_clusters: int | None, top_documents: int,
+           post_ranker: str, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
-    import time
-
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.methods.base import check_question
 
@@ -250,17 +254,31 @@ def search(index_dir: Path, question: str, flat: bool, top_k: int, as_json: bool
     if top_k < 1:
         raise ConfigError(f"--top-k must be at least 1, got {top_k}")
     ix = CorpusIndex(index_dir)
-    started = time.perf_counter()
-    found, scores = ix.flat_search(question, top_k)
-    seconds = time.perf_counter() - started
-    results = []
-    for p, score in zip(found, scores, strict=True):
-        doc, text = ix.passage(int(p))
-        results.append({"id": f"{doc.id}#{int(p)}", "title": doc.title, "text": text, "score": round(float(score), 6)})
-    stages = [{"name": "flat_dense", "seconds": round(seconds, 4), "n_in": ix.manifest.passages, "n_out": len(results)}]
+    if funnel:
+        from ragfunnel.retrieve.attention import load_post_ranker
+        from ragfunnel.retrieve.funnel import BiEncoderPreRanker, FunnelRetriever
+
+        retriever = FunnelRetriever(ix, pre_ranker=BiEncoderPreRanker(), post_ranker=load_post_ranker(post_ranker),
+                                    top_clusters=top_clusters, top_documents=top_documents, top_passages=top_k)
+        found = retriever.search(question)
+        results = [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
+        stages = [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
+                  for s in found.stages]
+    else:
+        import time
+
+        started = time.perf_counter()
+        best, scores = ix.flat_search(question, top_k)
+        results = []
+        for p, score in zip(best, scores, strict=True):
+            doc, text = ix.passage(int(p))
+            results.append({"id": doc.id, "title": doc.title, "text": text, "score": round(float(score), 6)})
+        stages = [{"name": "flat_dense", "seconds": round(time.perf_counter() - started, 4),
+                   "n_in": ix.manifest.passages, "n_out": len(results)}]
     if as_json:
         click.echo(json.dumps({"results": results, "stages": stages}, indent=2, ensure_ascii=False))
         return
     for rank, r in enumerate(results, start=1):
-        click.echo(f"{rank}. [{r['score']:.3f}] {r['title']}: {' '.join(r['text'].split())[:200]}")
-    click.echo(f"-- flat: {stages[0]['n_in']} passages -> {len(results)} in {seconds:.3f}s", err=True)
+        click.echo(f"{rank}. [{r['score']:.4g}] {r['title']}: {' '.join(r['text'].split())[:200]}")
+    click.echo("-- " + "; ".join(f"{s['name']} {s['n_in']} -> {s['n_out']} in {s['seconds']:.2f}s" for s in stages),
+               err=True)

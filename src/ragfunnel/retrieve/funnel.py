@@ -1,0 +1,112 @@
+"""FunnelRAG's progressive retrieval over a corpus index: fewer, finer units, stronger scorers.
+
+Stage 1, retrieval:    BM25 over the index's clusters of linked documents; keep the top K clusters.
+Stage 2, pre-ranking:  split those clusters into their documents; a pre-ranker scores each
+                       document against the question; keep the top N documents.
+Stage 3, post-ranking: split those documents into passages ("later chunking"); a post-ranker
+                       (generator attention) scores them together; keep the top H passages.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.errors import ConfigError
+from ragfunnel.retrieve.attention import PostRanker
+from ragfunnel.retrieve.fusion import best_k
+from ragfunnel.text import word_windows
+from ragfunnel.types import Document, StageTrace
+
+
+class PreRanker(Protocol):
+    """Scores whole documents for a question; higher is better."""
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray: ...
+
+
+class BiEncoderPreRanker:
+    """Cosine similarity between MiniLM embeddings of the question and of each document's opening."""
+
+    def __init__(self, embedder=None):
+        from ragfunnel.retrieve.embed import bundled_embedder
+
+        self.embedder = embedder or bundled_embedder()
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray:
+        vectors = self.embedder.encode([d.render() for d in documents])
+        (query,) = self.embedder.encode([question])
+        return np.asarray(vectors @ query, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved unit: the document it belongs to and its text (a passage, or the whole document)."""
+
+    id: str
+    title: str
+    text: str
+    score: float
+
+
+@dataclass
+class SearchResult:
+    results: list[Hit]
+    stages: list[StageTrace]
+
+
+def default_top_clusters(n_clusters: int) -> int:
+    """The paper keeps 80 of ~600K clusters; small corpora keep 5% of theirs (at least 4, at most 80)."""
+    return min(80, max(4, math.ceil(0.05 * n_clusters)), n_clusters)
+
+
+class FunnelRetriever:
+    def __init__(
+        self,
+        index: CorpusIndex,
+        *,
+        pre_ranker: PreRanker,
+        post_ranker: PostRanker,
+        top_clusters: int | None = None,
+        top_documents: int = 8,
+        top_passages: int = 4,
+        passage_words: int = 100,
+        max_passages: int = 24,
+    ):
+        if min(top_documents, top_passages, passage_words, max_passages) < 1 or (top_clusters or 1) < 1:
+            raise ConfigError("funnel sizes (clusters, documents, passages, passage words) must be at least 1")
+        self.index = index
+        self.pre_ranker, self.post_ranker = pre_ranker, post_ranker
+        self.top_clusters = top_clusters or default_top_clusters(index.n_clusters)
+        self.top_documents, self.top_passages = top_documents, top_passages
+        self.passage_words, self.max_passages = passage_words, max_passages
+
+    def search(self, question: str) -> SearchResult:
+        started = time.perf_counter()
+        clusters, _ = self.index.cluster_bm25.top_k(question, self.top_clusters)
+        doc_ids = list(dict.fromkeys(i for c in clusters for i in self.index.cluster(int(c))))
+        stage1 = StageTrace(name="retrieval", seconds=time.perf_counter() - started, n_in=self.index.n_clusters,
+                            n_out=len(clusters), detail={"unit": "cluster", "documents": len(doc_ids)})
+
+        started = time.perf_counter()
+        docs = [self.index.document(i) for i in doc_ids]
+        best, _ = best_k(self.pre_ranker.score(question, docs), self.top_documents)
+        kept = [docs[int(i)] for i in best]
+        stage2 = StageTrace(name="pre_ranking", seconds=time.perf_counter() - started, n_in=len(docs),
+                            n_out=len(kept), detail={"unit": "document", "ranker": type(self.pre_ranker).__name__})
+
+        started = time.perf_counter()
+        passages = [(d, d.text[a:b]) for d in kept for a, b in word_windows(d.text, self.passage_words)]
+        passages = passages[:self.max_passages]  # they share one prompt: the lowest-ranked documents' go first
+        best, scores = best_k(self.post_ranker.score(question, [f"{d.title}\n{t}" for d, t in passages]),
+                              self.top_passages)
+        hits = [Hit(passages[int(i)][0].id, passages[int(i)][0].title, passages[int(i)][1], float(s))
+                for i, s in zip(best, scores, strict=True)]
+        stage3 = StageTrace(name="post_ranking", seconds=time.perf_counter() - started, n_in=len(passages),
+                            n_out=len(hits), detail={"unit": "passage", "ranker": type(self.post_ranker).__name__})
+        return SearchResult(hits, [stage1, stage2, stage3])

@@ -1,0 +1,67 @@
+"""FunnelRAG's progressive retrieval with scripted rankers (no model)."""
+
+import numpy as np
+import pytest
+
+from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.errors import ConfigError
+from ragfunnel.retrieve.funnel import FunnelRetriever, default_top_clusters
+from ragfunnel.types import Document
+
+DOCS = [
+    Document("gull", "Gull Rock", "The lighthouse on Gull Rock was built of granite in 1871. " * 3, ("Martha Quill",)),
+    Document("quill", "Martha Quill", "Martha Quill kept the Gull Rock light. She wrote diaries about puffins.",
+             ("Gull Rock",)),
+    Document("ferry", "Port Ellis", "The island ferry runs twice daily from Port Ellis harbour."),
+    Document("mill", "Ellis Mill", "The mill at Port Ellis ground barley until 1930."),
+]
+
+
+class WordOverlap:
+    """Scores a text by how many of the question's words it contains (a transparent stand-in ranker)."""
+
+    def __init__(self):
+        self.seen: list[list[str]] = []
+
+    def score(self, question, items):
+        texts = [i.render() if isinstance(i, Document) else i for i in items]
+        self.seen.append(texts)
+        words = set(question.lower().replace("?", "").split())
+        return np.array([len(words & set(t.lower().replace(".", " ").split())) for t in texts], dtype=float)
+
+
+@pytest.fixture
+def index(tmp_path):
+    build_index(DOCS, tmp_path / "ix", source="test")
+    return CorpusIndex(tmp_path / "ix")
+
+
+def test_three_stages_narrow_quantity_and_refine_granularity(index):
+    pre, post = WordOverlap(), WordOverlap()
+    funnel = FunnelRetriever(index, pre_ranker=pre, post_ranker=post, top_clusters=2, top_documents=2,
+                             top_passages=1, passage_words=8)
+    result = funnel.search("Who wrote diaries about puffins?")
+    assert [s.name for s in result.stages] == ["retrieval", "pre_ranking", "post_ranking"]
+    retrieval, pre_ranking, post_ranking = result.stages
+    assert retrieval.n_in == index.n_clusters and retrieval.n_out == 2
+    assert pre_ranking.n_in == retrieval.detail["documents"] and pre_ranking.n_out == 2
+    assert all(len(t.split()) <= 8 + 3 for t in post.seen[0])  # passages of 8 words (+ the title)
+    (hit,) = result.results
+    assert (hit.id, hit.title) == ("quill", "Martha Quill") and "puffins" in hit.text
+
+
+def test_passages_beyond_the_prompt_cap_are_dropped_from_the_lowest_ranked_documents(index):
+    post = WordOverlap()
+    FunnelRetriever(index, pre_ranker=WordOverlap(), post_ranker=post, top_clusters=3, top_documents=3,
+                    passage_words=4, max_passages=5).search("Who kept the light on Gull Rock?")
+    assert len(post.seen[0]) == 5
+
+
+def test_default_cluster_count_scales_with_the_corpus():
+    assert default_top_clusters(3) == 3 and default_top_clusters(100) == 5
+    assert default_top_clusters(1_000) == 50 and default_top_clusters(600_000) == 80
+
+
+def test_sizes_must_be_positive(index):
+    with pytest.raises(ConfigError, match="at least 1"):
+        FunnelRetriever(index, pre_ranker=WordOverlap(), post_ranker=WordOverlap(), top_documents=0)
