@@ -75,9 +75,12 @@ class AttentionPostRanker:
         _register_attention()
         torch.set_num_threads(threads)
         self.rep_tokens = rep_tokens
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), gguf_file=gguf_file)
+        local = Path(model).exists()  # a local directory never reaches for the network
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), gguf_file=gguf_file,
+                                                                    local_files_only=local)
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(model), gguf_file=gguf_file, attn_implementation=ATTENTION_NAME, dtype=torch.float32)
+            str(model), gguf_file=gguf_file, attn_implementation=ATTENTION_NAME, dtype=torch.float32,
+            local_files_only=local)
         self.model.eval()
 
     @classmethod
