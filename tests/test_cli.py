@@ -263,3 +263,20 @@ def test_funnel_search_as_a_user_runs_it(tmp_path):
     assert all(set(x) == {"id", "title", "text", "score"} for x in out["results"])
     assert_one_line_error(run("search", str(tmp_path / "ix"), "Who?", "--post-ranker", "gguf:/nope.gguf"),
                           "does not exist")
+    r = run("ask", "Who kept the light on Gull Rock?", "--index", str(tmp_path / "ix"), "--strong",
+            "bundled:smollm2-135m", "--json")
+    assert r.returncode == 0, r.stderr
+    answer = json.loads(r.stdout)
+    assert answer["method"] == "funnel" and answer["answer"] and answer["chunks_used"]
+    assert [s["name"] for s in answer["trace"]["stages"]] == ["retrieval", "pre_ranking", "post_ranking", "generate"]
+
+
+def test_ask_needs_exactly_one_source_and_a_matching_method(tmp_path):
+    ctx = tmp_path / "c.txt"
+    ctx.write_text("Some text.")
+    assert_one_line_error(run("ask", "Who?"), "either --context FILE")
+    assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--index", str(tmp_path)), "not both")
+    assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--method", "funnel"), "pass --index DIR")
+    assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--method", "op"), "--index answers with")
+    assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--budget", "500"),
+                          "does not take --budget")

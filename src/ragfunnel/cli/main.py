@@ -69,23 +69,43 @@ def method_options(command: Callable) -> Callable:
 
 @main.command()
 @click.argument("question")
-@click.option("--context", "context_path", required=True, metavar="FILE",
-              help="UTF-8 text file to answer from; '-' reads stdin.")
-@click.option("--method", type=click.Choice(list(METHODS)), default=DEFAULT_METHOD, show_default=True,
+@click.option("--context", "context_path", metavar="FILE", help="UTF-8 text file to answer from; '-' reads stdin.")
+@click.option("--index", "index_dir", type=click.Path(path_type=Path),
+              help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel.")
+@click.option("--method", type=click.Choice([*METHODS, "funnel"]),
               help="fb-f: FB-RAG forward only; fb: forward+backward; op: order-preserving RAG; "
-                   "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context.")
+                   "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
+                   f"funnel: FunnelRAG over --index [default: {DEFAULT_METHOD} with --context, funnel with --index].")
 @click.option("--task", type=click.Choice(list(TASKS)), default="qa", show_default=True,
               help="Prompt family: short answer, multi-hop, query-based summary or multiple choice.")
 @click.option("--choice", "choices", multiple=True, metavar="TEXT",
               help="An option for --task choice (repeat for each option, in order).")
 @method_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full prediction as JSON.")
-def ask(question: str, context_path: str, method: str, task: str, choices: tuple[str, ...], as_json: bool,
-        **given: Any) -> None:
-    """Answer QUESTION from the text in --context."""
+def ask(question: str, context_path: str | None, index_dir: Path | None, method: str | None, task: str,
+        choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
+    """Answer QUESTION from the text in --context (or from a corpus --index)."""
     options = {k: v for k, v in given.items() if v is not None}
-    context = read_context(context_path)
-    prediction = make_method(method, task=task, **options).run(question, context, choices=list(choices) or None)
+    if (context_path is None) == (index_dir is None):
+        raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
+                          "not both or neither")
+    if index_dir is not None:
+        if (method or "funnel") != "funnel":
+            raise ConfigError(f"--index answers with --method funnel; {method} reads a --context")
+        unknown = sorted(set(options) - {"strong"})
+        if unknown:
+            flags = ", ".join("--" + u.replace("_", "-") for u in unknown)
+            raise ConfigError(f"--method funnel does not take {flags}; it takes --strong "
+                              "(see `ragfunnel search --help` for the retrieval options)")
+        from ragfunnel.methods.funnel import FunnelRAG
+
+        prediction = FunnelRAG(index_dir, task=task, **options).run(question, choices=list(choices) or None)
+    else:
+        if method == "funnel":
+            raise ConfigError("--method funnel answers from a corpus index; pass --index DIR instead of --context")
+        context = read_context(context_path)
+        prediction = make_method(method or DEFAULT_METHOD, task=task, **options).run(
+            question, context, choices=list(choices) or None)
     if as_json:
         click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
     else:

@@ -1,0 +1,55 @@
+"""FunnelRAG over a corpus index: progressive retrieval, then the strong model answers from the passages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.llm.base import LLM
+from ragfunnel.methods.base import ANSWER_TOKENS, as_prediction, check_question, generate_answer
+from ragfunnel.prompts import check_task
+from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
+from ragfunnel.retrieve.funnel import BiEncoderPreRanker, FunnelRetriever, PreRanker
+from ragfunnel.types import Chunk, Prediction, ScoredChunk
+
+
+class FunnelRAG:
+    """Retrieval (BM25 clusters) -> pre-ranking (documents) -> post-ranking (passages) -> answer."""
+
+    name = "funnel"
+
+    def __init__(
+        self,
+        index: CorpusIndex | str | Path,
+        *,
+        strong: str | LLM = DEFAULT_STRONG,
+        post_ranker: str | PostRanker = DEFAULT_LIGHT,
+        pre_ranker: PreRanker | None = None,
+        task: str = "qa",
+        top_clusters: int | None = None,
+        top_documents: int = 8,
+        top_passages: int = 4,
+        max_tokens: int | None = None,
+    ):
+        self.index = index if isinstance(index, CorpusIndex) else CorpusIndex(index)
+        self.strong = strong
+        self.task = check_task(task)
+        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.retriever = FunnelRetriever(
+            self.index,
+            pre_ranker=pre_ranker or BiEncoderPreRanker(),
+            post_ranker=load_post_ranker(post_ranker) if isinstance(post_ranker, str) else post_ranker,
+            top_clusters=top_clusters, top_documents=top_documents, top_passages=top_passages,
+        )
+
+    def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
+        question = check_question(question)
+        found = self.retriever.search(question)
+        passages = [ScoredChunk(Chunk(id=f"{h.id}#{rank}", text=f"{h.title}\n{h.text}" if h.title else h.text,
+                                      doc_id=h.id, position=rank, n_words=len(h.text.split())), h.score)
+                    for rank, h in enumerate(found.results)]
+        gen = generate_answer(resolve(self.strong), stage="generate", task=self.task, variant="plain",
+                              question=question, chunks=[p.chunk for p in passages], choices=choices,
+                              max_tokens=self.max_tokens)
+        return as_prediction(self.name, gen, passages, [*found.stages, gen.stage], ranking=passages)
