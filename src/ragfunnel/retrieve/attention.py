@@ -15,7 +15,6 @@ query and keys (heads x tokens floats), so memory stays linear in the prompt len
 
 from __future__ import annotations
 
-import sys
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -75,8 +74,6 @@ class AttentionPostRanker:
         torch, transformers = _torch()
         _register_attention()
         torch.set_num_threads(threads)
-        if not sys.stderr.isatty():  # no progress bars (GGUF de-quantisation) in logs and pipes
-            transformers.utils.logging.disable_progress_bar()
         self.rep_tokens = rep_tokens
         local = Path(model).exists()  # a local directory never reaches for the network
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), gguf_file=gguf_file,
