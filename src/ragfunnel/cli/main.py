@@ -43,7 +43,7 @@ class _Group(click.Group):
               help="Log progress (model loads, stages) to stderr; on by default when stderr is a terminal.")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr.")
 def main(verbose: bool, quiet: bool) -> None:
-    """Answer questions over text too long to give an LLM whole (FB-RAG and baselines)."""
+    """Answer questions over text too long to give an LLM whole: FB-RAG, FunnelRAG and their baselines."""
     show_progress = verbose or (sys.stderr.isatty() and not quiet)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
