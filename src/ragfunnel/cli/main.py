@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
@@ -261,11 +262,14 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @click.option("--top-k", type=int, default=4, show_default=True, help="Passages to return.")
 @click.option("--top-clusters", type=int, help="Funnel stage 1: clusters kept [default: 5% of them, 4..80].")
 @click.option("--top-documents", type=int, default=8, show_default=True, help="Funnel stage 2: documents kept.")
+@click.option("--pre-ranker", "pre_ranker", default="minilm", show_default=True, metavar="SPEC",
+              help="Funnel stage 2 document scorer: minilm (bundled bi-encoder), llm:MODEL-SPEC (yes/no), or a "
+                   "cross-encoder directory (`ragfunnel funnel distill`) or Hugging Face name.")
 @click.option("--post-ranker", "post_ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
               help="Funnel stage 3 attention model: bundled:NAME, gguf:PATH, or a Hugging Face name or directory.")
 @click.option("--json", "as_json", is_flag=True, help="Results and per-stage timings as JSON.")
 def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_clusters: int | None, top_documents: int,
-           post_ranker: str, as_json: bool) -> None:
+           pre_ranker: str, post_ranker: str, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.methods.base import check_question
@@ -276,10 +280,12 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
     ix = CorpusIndex(index_dir)
     if funnel:
         from ragfunnel.retrieve.attention import load_post_ranker
-        from ragfunnel.retrieve.funnel import BiEncoderPreRanker, FunnelRetriever
+        from ragfunnel.retrieve.funnel import FunnelRetriever
+        from ragfunnel.retrieve.rerank import load_pre_ranker
 
-        retriever = FunnelRetriever(ix, pre_ranker=BiEncoderPreRanker(), post_ranker=load_post_ranker(post_ranker),
-                                    top_clusters=top_clusters, top_documents=top_documents, top_passages=top_k)
+        retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker),
+                                    post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
+                                    top_documents=top_documents, top_passages=top_k)
         found = retriever.search(question)
         results = [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
         stages = [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
@@ -302,3 +308,6 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
         click.echo(f"{rank}. [{r['score']:.4g}] {r['title']}: {' '.join(r['text'].split())[:200]}")
     click.echo("-- " + "; ".join(f"{s['name']} {s['n_in']} -> {s['n_out']} in {s['seconds']:.2f}s" for s in stages),
                err=True)
+
+
+main.add_command(funnel_group)

@@ -10,7 +10,8 @@ from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import ANSWER_TOKENS, as_prediction, check_question, generate_answer
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
-from ragfunnel.retrieve.funnel import BiEncoderPreRanker, FunnelRetriever, PreRanker
+from ragfunnel.retrieve.funnel import FunnelRetriever
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ranker
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
 
@@ -25,7 +26,7 @@ class FunnelRAG:
         *,
         strong: str | LLM = DEFAULT_STRONG,
         post_ranker: str | PostRanker = DEFAULT_LIGHT,
-        pre_ranker: PreRanker | None = None,
+        pre_ranker: str | PreRanker = DEFAULT_PRE_RANKER,
         task: str = "qa",
         top_clusters: int | None = None,
         top_documents: int = 8,
@@ -38,7 +39,7 @@ class FunnelRAG:
         self.max_tokens = max_tokens or ANSWER_TOKENS[task]
         self.retriever = FunnelRetriever(
             self.index,
-            pre_ranker=pre_ranker or BiEncoderPreRanker(),
+            pre_ranker=load_pre_ranker(pre_ranker) if isinstance(pre_ranker, str) else pre_ranker,
             post_ranker=load_post_ranker(post_ranker) if isinstance(post_ranker, str) else post_ranker,
             top_clusters=top_clusters, top_documents=top_documents, top_passages=top_passages,
         )

@@ -37,7 +37,8 @@ class PostRanker(Protocol):
 _capture = threading.local()
 
 
-def _torch():
+def require_torch():
+    """torch and transformers, or an error naming the extra that installs them."""
     try:
         import torch
         import transformers
@@ -48,7 +49,7 @@ def _torch():
 
 @lru_cache(maxsize=1)
 def _register_attention() -> None:
-    torch, transformers = _torch()
+    torch, transformers = require_torch()
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     def attention_rows(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
@@ -71,7 +72,7 @@ class AttentionPostRanker:
 
     def __init__(self, model: str | Path, *, gguf_file: str | None = None, rep_tokens: int = DEFAULT_REP_TOKENS,
                  threads: int = 2):
-        torch, transformers = _torch()
+        torch, transformers = require_torch()
         _register_attention()
         torch.set_num_threads(threads)
         self.rep_tokens = rep_tokens
@@ -108,7 +109,7 @@ class AttentionPostRanker:
     def score(self, question: str, passages: list[str]) -> np.ndarray:
         if not passages:
             raise InputError("no passages to post-rank; the earlier stages kept nothing")
-        torch, _ = _torch()
+        torch, _ = require_torch()
         ids, spans = self._segments(question, passages)
         _capture.rows = []
         try:

@@ -71,6 +71,11 @@ class MiniLMEmbedder:
         return out
 
 
+def minilm_directory() -> Path:
+    """The bundled all-MiniLM-L6-v2 weights as a Hugging Face model directory (the distillation's start)."""
+    return _package_dir(TOKENIZER_PACKAGE) / "model"
+
+
 @lru_cache(maxsize=1)
 def bundled_embedder() -> MiniLMEmbedder:
     """The bundled MiniLM embedder, loaded once per process."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -20,28 +19,9 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
 from ragfunnel.retrieve.attention import PostRanker
 from ragfunnel.retrieve.fusion import best_k
+from ragfunnel.retrieve.rerank import PreRanker
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document, StageTrace
-
-
-class PreRanker(Protocol):
-    """Scores whole documents for a question; higher is better."""
-
-    def score(self, question: str, documents: list[Document]) -> np.ndarray: ...
-
-
-class BiEncoderPreRanker:
-    """Cosine similarity between MiniLM embeddings of the question and of each document's opening."""
-
-    def __init__(self, embedder=None):
-        from ragfunnel.retrieve.embed import bundled_embedder
-
-        self.embedder = embedder or bundled_embedder()
-
-    def score(self, question: str, documents: list[Document]) -> np.ndarray:
-        vectors = self.embedder.encode([d.render() for d in documents])
-        (query,) = self.embedder.encode([question])
-        return np.asarray(vectors @ query, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -86,25 +66,39 @@ class FunnelRetriever:
         self.top_documents, self.top_passages = top_documents, top_passages
         self.passage_words, self.max_passages = passage_words, max_passages
 
-    def search(self, question: str) -> SearchResult:
+    def retrieve(self, question: str) -> tuple[list[int], StageTrace]:
+        """Stage 1: the documents of the top clusters by BM25, in cluster rank order."""
         started = time.perf_counter()
         clusters, _ = self.index.cluster_bm25.top_k(question, self.top_clusters)
         doc_ids = list(dict.fromkeys(i for c in clusters for i in self.index.cluster(int(c))))
-        stage1 = StageTrace(name="retrieval", seconds=time.perf_counter() - started, n_in=self.index.n_clusters,
-                            n_out=len(clusters), detail={"unit": "cluster", "documents": len(doc_ids)})
+        return doc_ids, StageTrace(name="retrieval", seconds=time.perf_counter() - started,
+                                   n_in=self.index.n_clusters, n_out=len(clusters),
+                                   detail={"unit": "cluster", "documents": len(doc_ids)})
 
+    def pre_rank(self, question: str, doc_ids: list[int]) -> tuple[list[Document], StageTrace]:
+        """Stage 2: the top documents under the pre-ranker, best first."""
         started = time.perf_counter()
         docs = [self.index.document(i) for i in doc_ids]
         best, _ = best_k(self.pre_ranker.score(question, docs), self.top_documents)
         kept = [docs[int(i)] for i in best]
-        stage2 = StageTrace(name="pre_ranking", seconds=time.perf_counter() - started, n_in=len(docs),
-                            n_out=len(kept), detail={"unit": "document", "ranker": type(self.pre_ranker).__name__})
+        return kept, StageTrace(name="pre_ranking", seconds=time.perf_counter() - started, n_in=len(docs),
+                                n_out=len(kept), detail={"unit": "document", "ranker": type(self.pre_ranker).__name__})
 
+    def passages(self, documents: list[Document]) -> list[tuple[Document, str]]:
+        """Later chunking: each document cut into passages, best document's first, up to ``max_passages``."""
+        passages = [(d, d.text[a:b]) for d in documents for a, b in word_windows(d.text, self.passage_words)]
+        return passages[:self.max_passages]  # they share one prompt: the lowest-ranked documents' go first
+
+    def post_scores(self, question: str, passages: list[tuple[Document, str]]) -> np.ndarray:
+        """Stage 3's score of every passage (generator attention)."""
+        return self.post_ranker.score(question, [f"{d.title}\n{t}" for d, t in passages])
+
+    def search(self, question: str) -> SearchResult:
+        doc_ids, stage1 = self.retrieve(question)
+        kept, stage2 = self.pre_rank(question, doc_ids)
         started = time.perf_counter()
-        passages = [(d, d.text[a:b]) for d in kept for a, b in word_windows(d.text, self.passage_words)]
-        passages = passages[:self.max_passages]  # they share one prompt: the lowest-ranked documents' go first
-        best, scores = best_k(self.post_ranker.score(question, [f"{d.title}\n{t}" for d, t in passages]),
-                              self.top_passages)
+        passages = self.passages(kept)
+        best, scores = best_k(self.post_scores(question, passages), self.top_passages)
         hits = [Hit(passages[int(i)][0].id, passages[int(i)][0].title, passages[int(i)][1], float(s))
                 for i, s in zip(best, scores, strict=True)]
         stage3 = StageTrace(name="post_ranking", seconds=time.perf_counter() - started, n_in=len(passages),

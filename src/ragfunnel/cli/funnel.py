@@ -1,0 +1,65 @@
+"""``ragfunnel funnel ...``: FunnelRAG tooling beyond search — local-to-global distillation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragfunnel.errors import InputError
+
+
+@click.group()
+def funnel() -> None:
+    """FunnelRAG tools: distil the post-ranker's judgement into a cross-encoder pre-ranker."""
+
+
+@funnel.command()
+@click.argument("index_dir", type=click.Path(path_type=Path))
+@click.option("--questions", "dataset", required=True, type=click.Path(path_type=Path),
+              help="Training questions with answers (any `ragfunnel eval` dataset format).")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
+              help="Model directory to write (labels are kept there too; re-running resumes the labelling).")
+@click.option("--limit", type=int, default=100, show_default=True, help="Label the first N questions.")
+@click.option("--alpha", type=float, default=0.75, show_default=True,
+              help="Document score = alpha * best passage + (1 - alpha) * mean passage.")
+@click.option("--top-positives", type=int, default=2, show_default=True,
+              help="Documents with the K best aggregated scores are positives (with every answer-bearing one).")
+@click.option("--top-clusters", type=int, help="Funnel stage 1 clusters [default: 5% of them, 4..80].")
+@click.option("--top-documents", type=int, default=8, show_default=True,
+              help="Documents the pre-ranker keeps, and so the ones labelled per question.")
+@click.option("--post-ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
+              help="Attention model that scores the passages (the teacher).")
+@click.option("--init", "init", metavar="PATH",
+              help="Model to fine-tune: a cross-encoder directory or name [default: the bundled MiniLM weights "
+                   "with a new scoring head].")
+@click.option("--epochs", type=int, default=2, show_default=True)
+@click.option("--lr", "learning_rate", type=float, default=3e-5, show_default=True, help="AdamW learning rate.")
+@click.option("--seed", type=int, default=0, show_default=True)
+def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
+            top_clusters: int | None, top_documents: int, post_ranker: str, init: str | None, epochs: int,
+            learning_rate: float, seed: int) -> None:
+    """Label the pre-ranker's documents with aggregated attention scores and train a cross-encoder (BPR).
+
+    Load the result with `ragfunnel search DIR QUESTION --pre-ranker OUT`.
+    """
+    from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.eval.datasets import load_dataset
+    from ragfunnel.retrieve.attention import load_post_ranker
+    from ragfunnel.retrieve.distill import LABELS_FILE, collect_labels, train_pre_ranker
+    from ragfunnel.retrieve.embed import minilm_directory
+    from ragfunnel.retrieve.funnel import FunnelRetriever
+    from ragfunnel.retrieve.rerank import BiEncoderPreRanker
+
+    examples = [e for e in load_dataset(dataset, limit=limit).examples if e.answers]
+    if not examples:
+        raise InputError(f"{dataset} has no questions with answers to learn from; pass a training set with answers")
+    retriever = FunnelRetriever(CorpusIndex(index_dir), pre_ranker=BiEncoderPreRanker(),
+                                post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
+                                top_documents=top_documents)
+    labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives)
+    log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
+                           learning_rate=learning_rate, seed=seed)
+    hits = sum(any(x.hits) for x in labelled)
+    click.echo(f"{out_dir}: trained on {log.questions} of {len(labelled)} labelled questions ({hits} with an "
+               f"answer-bearing document), {log.pairs} pairs, loss per epoch {log.epoch_loss}, {log.seconds:.0f}s")

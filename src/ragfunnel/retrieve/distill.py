@@ -1,0 +1,208 @@
+"""Local-to-global distillation (FunnelRAG §3.2): the post-ranker's judgement teaches the pre-ranker.
+
+For each training question the funnel runs as usual up to post-ranking. The passage scores
+are aggregated to their documents, S_d = α·max_p S_p + (1−α)·mean_p S_p; the documents with
+the top-K aggregated scores, and every document that contains a reference answer, are the
+positives; the other documents the pre-ranker kept are the negatives. A cross-encoder is then
+trained with the pairwise BPR loss −log σ(S⁺ − S⁻).
+
+Labels are written to a JSON Lines file as they are made (a run resumes where it stopped);
+the trained model is saved as a plain Hugging Face directory (safetensors) that
+:class:`~ragfunnel.retrieve.rerank.CrossEncoderPreRanker` loads by path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.eval.metrics import best_over_references, contains_answer
+from ragfunnel.retrieve.funnel import FunnelRetriever
+from ragfunnel.types import Document, Example
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ALPHA = 0.75  # the paper's suggestion: mostly the best passage, partly the document's average
+DEFAULT_TOP_POSITIVES = 2
+LABELS_FILE, LOG_FILE = "distill_labels.jsonl", "distill.json"
+
+
+def aggregate_scores(passage_scores: np.ndarray, owners: np.ndarray, n_documents: int, *,
+                     alpha: float = DEFAULT_ALPHA) -> np.ndarray:
+    """Each document's α·max + (1−α)·mean of its passages' scores; NaN for a document with no passage.
+
+    ``owners[p]`` is the document (0..n_documents-1) passage ``p`` was cut from.
+    """
+    if not 0 <= alpha <= 1:
+        raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
+    scores = np.asarray(passage_scores, dtype=np.float64)
+    out = np.full(n_documents, np.nan)
+    for d in range(n_documents):
+        mine = scores[np.asarray(owners) == d]
+        if mine.size:
+            out[d] = alpha * mine.max() + (1 - alpha) * mine.mean()
+    return out
+
+
+def label_positives(document_scores: np.ndarray, hits: np.ndarray, *, top_k: int = DEFAULT_TOP_POSITIVES) -> np.ndarray:
+    """D⁺ = documents holding an answer ∪ the top-K by aggregated score (documents without a score never rank)."""
+    scores = np.where(np.isnan(document_scores), -np.inf, document_scores)
+    positive = np.asarray(hits, dtype=bool).copy()
+    ranked = [i for i in np.argsort(-scores, kind="stable") if np.isfinite(scores[i])]
+    positive[ranked[:top_k]] = True
+    return positive
+
+
+def bpr_loss(scores, positive):
+    """Mean over (positive, negative) pairs of −log σ(s⁺ − s⁻), for a torch tensor of scores.
+
+    The paper sums over pairs; the mean keeps the step size independent of how many
+    documents a question has. ``None`` when the question has no pair to learn from.
+    """
+    import torch
+
+    mask = torch.as_tensor(positive, dtype=torch.bool)
+    if mask.all() or not mask.any():
+        return None
+    differences = scores[mask][:, None] - scores[~mask][None, :]
+    return torch.nn.functional.softplus(-differences).mean()
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """One training question: the documents the pre-ranker kept and what the post-ranker made of them."""
+
+    example_id: str
+    question: str
+    titles: list[str]
+    texts: list[str]
+    scores: list[float | None]  # aggregated post-ranking score per document (None: no passage was scored)
+    hits: list[bool]  # the document contains a reference answer
+    positive: list[bool]
+
+    def documents(self) -> list[Document]:
+        return [Document(f"{self.example_id}/{i}", t, x) for i, (t, x) in enumerate(zip(self.titles, self.texts,
+                                                                                       strict=True))]
+
+
+def label_question(retriever: FunnelRetriever, example: Example, *, alpha: float = DEFAULT_ALPHA,
+                   top_k: int = DEFAULT_TOP_POSITIVES) -> Labelled:
+    """Run the funnel's stages for one question and label the pre-ranker's documents."""
+    doc_ids, _ = retriever.retrieve(example.question)
+    kept, _ = retriever.pre_rank(example.question, doc_ids)
+    passages = retriever.passages(kept)
+    position = {d.id: i for i, d in enumerate(kept)}
+    owners = np.array([position[d.id] for d, _ in passages])
+    scores = aggregate_scores(retriever.post_scores(example.question, passages), owners, len(kept), alpha=alpha)
+    hits = np.array([best_over_references(contains_answer, d.render(), example.answers) > 0 for d in kept])
+    return Labelled(example.id, example.question, [d.title for d in kept], [d.text for d in kept],
+                    [None if np.isnan(s) else float(s) for s in scores], hits.tolist(),
+                    label_positives(scores, hits, top_k=top_k).tolist())
+
+
+def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: str | Path, *,
+                   alpha: float = DEFAULT_ALPHA, top_k: int = DEFAULT_TOP_POSITIVES,
+                   progress: bool = True) -> list[Labelled]:
+    """Label every example, appending each to ``path`` as it is done; examples already there are kept."""
+    from tqdm.auto import tqdm
+
+    from ragfunnel.eval.runner import read_rows
+
+    path = Path(path)
+    settings = {"alpha": alpha, "top_positives": top_k, "top_documents": retriever.top_documents,
+                "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__}
+    settings_path = path.with_suffix(".config.json")
+    if path.exists() and settings_path.exists() and json.loads(settings_path.read_text()) != settings:
+        raise ConfigError(f"{path} holds labels made with other settings ({settings_path.read_text().strip()}); "
+                          "repeat those options or choose another --out")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings_path.write_text(json.dumps(settings))
+    done = {r["example_id"]: Labelled(**r) for r in read_rows(path)}
+    todo = [e for e in examples if e.id not in done]
+    if done:
+        log.info("%s: %d questions labelled, %d to go", path, len(done), len(todo))
+    with path.open("a", encoding="utf-8") as out:
+        for example in tqdm(todo, desc="label documents", unit="question", disable=None if progress else True):
+            labelled = label_question(retriever, example, alpha=alpha, top_k=top_k)
+            out.write(json.dumps(asdict(labelled), ensure_ascii=False) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+            done[example.id] = labelled
+    return [done[e.id] for e in examples if e.id in done]
+
+
+@dataclass
+class TrainingLog:
+    init: str
+    questions: int  # with at least one positive and one negative
+    pairs: int
+    epochs: int
+    learning_rate: float
+    seed: int
+    epoch_loss: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | Path, epochs: int = 2,
+                     learning_rate: float = 3e-5, seed: int = 0, progress: bool = True) -> TrainingLog:
+    """Fine-tune a cross-encoder from ``init`` on the labels with BPR; save it to ``out``.
+
+    ``init`` is a cross-encoder, or an encoder such as the bundled MiniLM whose classification
+    head then starts from seeded random weights.
+    """
+    import torch
+    from tqdm.auto import tqdm
+    from transformers.utils import logging as hf_logging
+
+    from ragfunnel.retrieve.rerank import CrossEncoderPreRanker
+
+    usable = [x for x in labelled if any(x.positive) and not all(x.positive)]
+    if not usable:
+        raise InputError("no labelled question has both a positive and a negative document; label more questions "
+                         "(or lower --top-positives)")
+    if epochs < 1 or learning_rate <= 0:
+        raise ConfigError(f"epochs must be >= 1 and the learning rate > 0, got {epochs} and {learning_rate}")
+    torch.manual_seed(seed)
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # a new classification head is expected here, not worth a warning
+    try:
+        ranker = CrossEncoderPreRanker(init, num_labels=1)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model = ranker.model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    pairs = sum(sum(x.positive) * (len(x.positive) - sum(x.positive)) for x in usable)
+    log_ = TrainingLog(str(init), len(usable), pairs, epochs, learning_rate, seed)
+    order = random.Random(seed)
+    started = time.perf_counter()
+    model.train()
+    with tqdm(total=epochs * len(usable), desc="distil pre-ranker", unit="question",
+              disable=None if progress else True) as bar:
+        for _ in range(epochs):
+            batch = usable[:]
+            order.shuffle(batch)
+            total = 0.0
+            for x in batch:
+                loss = bpr_loss(ranker.logits(x.question, x.documents()), x.positive)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                total += loss.item()
+                bar.update()
+            log_.epoch_loss.append(round(total / len(batch), 6))
+    model.eval()
+    log_.seconds = round(time.perf_counter() - started, 2)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    ranker.tokenizer.save_pretrained(out)
+    (out / LOG_FILE).write_text(json.dumps(asdict(log_), indent=2))
+    return log_

@@ -1,0 +1,114 @@
+"""Pre-rankers: score whole documents against a question (FunnelRAG's second stage).
+
+Three kinds behind one protocol, chosen by a spec string (:func:`load_pre_ranker`):
+
+``minilm``          the bundled all-MiniLM-L6-v2 bi-encoder (cosine of question and document), offline default
+``llm:SPEC``        an LLM asked, per document, whether it helps answer the question (yes > no)
+anything else       a cross-encoder by Hugging Face name or local directory, e.g. ``BAAI/bge-reranker-v2-m3``
+                    online, or the directory ``ragfunnel funnel distill`` writes
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ragfunnel.errors import InputError
+from ragfunnel.retrieve.attention import require_torch
+from ragfunnel.types import Document
+
+DEFAULT_PRE_RANKER = "minilm"
+CROSS_ENCODER_TOKENS = 256  # question + document, truncated from the document's end
+
+
+class PreRanker(Protocol):
+    """Scores whole documents for a question; higher is better."""
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray: ...
+
+
+class BiEncoderPreRanker:
+    """Cosine similarity between MiniLM embeddings of the question and of each document's opening."""
+
+    def __init__(self, embedder=None):
+        from ragfunnel.retrieve.embed import bundled_embedder
+
+        self.embedder = embedder or bundled_embedder()
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray:
+        vectors = self.embedder.encode([d.render() for d in documents])
+        (query,) = self.embedder.encode([question])
+        return np.asarray(vectors @ query, dtype=np.float64)
+
+
+class CrossEncoderPreRanker:
+    """A sequence-classification model reading ``(question, document)`` pairs; its relevance logit is the score.
+
+    Any Hugging Face cross-encoder works (one output logit, or the last of several). A local
+    directory never reaches for the network.
+    """
+
+    def __init__(self, model: str | Path, *, max_tokens: int = CROSS_ENCODER_TOKENS, batch_size: int = 16,
+                 threads: int = 2, num_labels: int | None = None):
+        torch, transformers = require_torch()
+        torch.set_num_threads(threads)
+        local = Path(model).exists()
+        if not local and Path(str(model)).suffix:
+            raise InputError(f"cross-encoder {model} does not exist; pass a model directory or a Hugging Face name")
+        self.name = str(model)
+        self.max_tokens, self.batch_size = max_tokens, batch_size
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), local_files_only=local)
+        # num_labels=1 turns a plain encoder (or a two-class model) into a one-logit scorer to train.
+        head = {"num_labels": num_labels} if num_labels else {}
+        self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
+            str(model), local_files_only=local, **head)
+        self.model.eval()
+
+    def logits(self, question: str, documents: list[Document]):
+        """Relevance logits as a torch tensor (with gradients when the model is training)."""
+        batch = self.tokenizer([question] * len(documents), [d.render() for d in documents], padding=True,
+                               truncation="only_second", max_length=self.max_tokens, return_tensors="pt")
+        out = self.model(**batch).logits
+        return out[:, -1]
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray:
+        torch, _ = require_torch()
+        scores = []
+        with torch.inference_mode():
+            for start in range(0, len(documents), self.batch_size):
+                scores.append(self.logits(question, documents[start:start + self.batch_size]).float().numpy())
+        return np.concatenate(scores).astype(np.float64) if scores else np.zeros(0)
+
+
+class LLMYesNoPreRanker:
+    """Asks an LLM, one document at a time, whether the document helps answer the question.
+
+    A "yes" scores 1 and anything else 0; documents with equal scores keep the order the
+    retrieval stage gave them (the funnel breaks ties by position).
+    """
+
+    def __init__(self, llm):
+        from ragfunnel.llm import resolve
+
+        self.llm = resolve(llm)
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray:
+        prompts = [
+            f"Here is a document.\n\n{d.render()}\n\nDoes this document contain information that helps answer the "
+            f"question below? Reply with yes or no only.\nQuestion: {question}\nReply:"
+            for d in documents
+        ]
+        replies = self.llm.generate(prompts, max_tokens=2, temperature=0.0)
+        return np.array([1.0 if r[0].text.strip().lower().startswith("yes") else 0.0 for r in replies])
+
+
+def load_pre_ranker(spec: str | Path) -> PreRanker:
+    """``minilm``, ``llm:MODEL-SPEC``, or a cross-encoder's Hugging Face name or local directory."""
+    spec = str(spec)
+    if spec == "minilm":
+        return BiEncoderPreRanker()
+    if spec.startswith("llm:"):
+        return LLMYesNoPreRanker(spec.removeprefix("llm:"))
+    return CrossEncoderPreRanker(spec)

@@ -1,0 +1,118 @@
+"""Local-to-global distillation: aggregation, labels, BPR loss, label collection and training."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.retrieve.distill import (
+    Labelled,
+    aggregate_scores,
+    collect_labels,
+    label_positives,
+    train_pre_ranker,
+)
+from ragfunnel.retrieve.funnel import FunnelRetriever
+from ragfunnel.types import Example
+from tests.conftest import HOTPOT
+from tests.test_funnel import DOCS, WordOverlap
+
+
+def test_aggregation_mixes_the_best_and_the_mean_passage():
+    scores = aggregate_scores(np.array([0.2, 0.6, 0.4, 0.1]), np.array([0, 0, 1, 2]), 4, alpha=0.75)
+    # doc 0: 0.75 * 0.6 + 0.25 * 0.4 = 0.55; docs 1 and 2 have one passage; doc 3 none.
+    np.testing.assert_allclose(scores[:3], [0.55, 0.4, 0.1])
+    assert math.isnan(scores[3])
+    np.testing.assert_allclose(aggregate_scores(np.array([0.2, 0.6]), np.array([0, 0]), 1, alpha=0.0), [0.4])
+    with pytest.raises(ConfigError, match="alpha"):
+        aggregate_scores(np.array([0.1]), np.array([0]), 1, alpha=1.5)
+
+
+def test_positives_are_answer_hits_and_the_top_k_scored_documents():
+    scores = np.array([0.55, 0.4, 0.1, np.nan])
+    hits = np.array([False, False, True, False])
+    assert label_positives(scores, hits, top_k=1).tolist() == [True, False, True, False]
+    assert label_positives(scores, hits, top_k=2).tolist() == [True, True, True, False]
+    # A document without a score never enters the top K, however many are asked for.
+    assert label_positives(scores, np.zeros(4, bool), top_k=9).tolist() == [True, True, True, False]
+
+
+def test_bpr_loss_against_hand_computed_values():
+    torch = pytest.importorskip("torch")
+    from ragfunnel.retrieve.distill import bpr_loss
+
+    loss = bpr_loss(torch.tensor([2.0, 0.0, 1.0]), [True, False, False])
+    # pairs (2 - 0) and (2 - 1): mean of log(1 + e^-2) and log(1 + e^-1)
+    assert float(loss) == pytest.approx((math.log1p(math.exp(-2)) + math.log1p(math.exp(-1))) / 2, rel=1e-6)
+    assert bpr_loss(torch.tensor([1.0, 2.0]), [True, True]) is None
+
+
+def test_labels_are_collected_once_per_question_and_resume(tmp_path):
+    build_index(DOCS, tmp_path / "ix", source="test")
+    retriever = FunnelRetriever(CorpusIndex(tmp_path / "ix"), pre_ranker=WordOverlap(), post_ranker=WordOverlap(),
+                                top_clusters=4, top_documents=3, passage_words=8)
+    examples = [Example("q1", "Who kept the Gull Rock light?", answers=["Martha Quill"]),
+                Example("q2", "How often does the island ferry run?", answers=["twice daily"])]
+    path = tmp_path / "labels.jsonl"
+    first = collect_labels(retriever, examples[:1], path, top_k=1, progress=False)
+    (q1,) = first
+    assert len(q1.titles) == 3 and q1.hits[q1.titles.index("Martha Quill")]
+    assert sum(q1.positive) >= 1 and not all(q1.positive)
+    with path.open("a") as f:
+        f.write('{"example_id": "q2", "quest')  # killed mid-write
+    both = collect_labels(retriever, examples, path, top_k=1, progress=False)
+    assert [x.example_id for x in both] == ["q1", "q2"]
+    assert [json.loads(line)["example_id"] for line in path.read_text().splitlines()] == ["q1", "q2"]
+    with pytest.raises(ConfigError, match="other settings"):
+        collect_labels(retriever, examples, path, top_k=3, progress=False)
+
+
+def test_training_needs_a_question_with_both_kinds_of_document(tmp_path):
+    only_positive = Labelled("q", "Q?", ["A"], ["text"], [1.0], [True], [True])
+    with pytest.raises(InputError, match="both a positive and a negative"):
+        train_pre_ranker([only_positive], init="unused", out=tmp_path)
+
+
+def _hotpot_labels(n: int) -> list[Labelled]:
+    """Real HotpotQA questions; each one's ten paragraphs labelled positive where they hold the answer."""
+    rows = [r for r in json.loads(HOTPOT.read_text()) if r["answer"].lower() not in ("yes", "no")][:n]
+    out = []
+    for r in rows:
+        titles = [t for t, _ in r["context"]]
+        texts = ["".join(s) for _, s in r["context"]]
+        hits = [r["answer"].lower() in x.lower() for x in texts]
+        out.append(Labelled(r["_id"], r["question"], titles, texts, [None] * len(texts), hits, hits))
+    return [x for x in out if any(x.positive) and not all(x.positive)]
+
+
+def _margin(ranker, labelled: list[Labelled]) -> float:
+    """Mean over questions of (mean positive score - mean negative score)."""
+    gaps = []
+    for x in labelled:
+        s = ranker.score(x.question, x.documents())
+        pos = np.array(x.positive)
+        gaps.append(s[pos].mean() - s[~pos].mean())
+    return float(np.mean(gaps))
+
+
+@pytest.mark.model
+def test_distillation_moves_the_pre_rankers_scores_towards_the_labels(tmp_path):
+    if not HOTPOT.exists():
+        pytest.skip("shared data absent")
+    torch = pytest.importorskip("torch")
+    from ragfunnel.retrieve.embed import minilm_directory
+    from ragfunnel.retrieve.rerank import CrossEncoderPreRanker
+
+    labelled = _hotpot_labels(6)
+    torch.manual_seed(0)  # the same seeded head training starts from
+    before = _margin(CrossEncoderPreRanker(minilm_directory(), num_labels=1), labelled)
+    log = train_pre_ranker(labelled, init=minilm_directory(), out=tmp_path / "model", epochs=2,
+                           learning_rate=5e-5, seed=0, progress=False)
+    after = _margin(CrossEncoderPreRanker(tmp_path / "model"), labelled)
+    assert log.questions == len(labelled) and log.epoch_loss[-1] < log.epoch_loss[0]
+    assert after > before + 0.1, (before, after)
+    assert (tmp_path / "model" / "model.safetensors").stat().st_size > 1e6
+    assert not list((tmp_path / "model").glob("*.bin"))  # plain safetensors, no pickle
