@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tqdm.auto import tqdm
 
@@ -71,7 +71,8 @@ def read_rows(path: Path) -> list[dict]:
     return rows
 
 
-def _check_config(run_dir: Path, config: dict[str, Any]) -> None:
+def check_config(run_dir: Path, config: dict[str, Any]) -> None:
+    """Record ``config`` in a new run directory, or refuse one that holds a different run."""
     path = run_dir / CONFIG_FILE
     if path.exists():
         old = json.loads(path.read_text())
@@ -84,6 +85,13 @@ def _check_config(run_dir: Path, config: dict[str, Any]) -> None:
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+def append_row(out: IO[str], row: dict[str, Any]) -> None:
+    """Append one JSONL row durably: a kill can tear only the line in flight, never an earlier one."""
+    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    out.flush()
+    os.fsync(out.fileno())
 
 
 def _row(example: Example, method: str, run: Callable[[], Prediction]) -> dict[str, Any]:
@@ -137,7 +145,7 @@ def run_eval(
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     run_dir = Path(run_dir)
-    _check_config(run_dir, config)
+    check_config(run_dir, config)
     rows_path = run_dir / ROWS_FILE
     rows = read_rows(rows_path)
     done = {(r["example_id"], r["method"]) for r in rows}
@@ -156,10 +164,7 @@ def run_eval(
     with rows_path.open("a", encoding="utf-8") as out, ThreadPoolExecutor(max_workers=workers) as pool, \
             tqdm(total=len(todo), desc=f"eval {run_dir.name}", unit="row", disable=not progress) as bar:
         for row in pool.map(job, todo):
-            # One write per row, then flush to the OS: a kill can tear only the line in flight.
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
+            append_row(out, row)
             rows.append(row)
             written += 1
             bar.update()

@@ -1,0 +1,359 @@
+"""``ragfunnel scale grid|summary|fit`` and ``ragfunnel plan``: inference scaling with DRAG and IterDRAG."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ragfunnel.errors import ConfigError, InputError, RagfunnelError
+from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
+from ragfunnel.scaling.allocation import (
+    Informativeness,
+    Observation,
+    fit,
+    informativeness,
+    load_fit,
+    save_fit,
+    tasks_from_summaries,
+)
+from ragfunnel.scaling.allocation import plan as best_within_budget
+from ragfunnel.scaling.grid import (
+    DEFAULT_DOCUMENTS,
+    DEFAULT_ITERATIONS,
+    DEFAULT_SHOTS,
+    METRICS,
+    STRATEGIES,
+    Answerer,
+    Config,
+    ConfigSummary,
+    default_grid,
+    format_tokens,
+    load_grid,
+    optimal_per_budget,
+    optimal_table,
+    parse_budget,
+    parse_budgets,
+    run_grid,
+    summarize,
+    within_budget,
+)
+from ragfunnel.types import Completion
+
+log = logging.getLogger(__name__)
+
+SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
+FIT_FILE = "allocation.json"
+
+
+class _OneLineErrors:
+    """Turns a RagfunnelError into ``error: <message>`` and exit code 1 (these commands also run on their own)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except RagfunnelError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+
+
+class _Group(_OneLineErrors, click.Group):
+    pass
+
+
+class _Command(_OneLineErrors, click.Command):
+    pass
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} takes comma-separated whole numbers like 0,1,2,5; got {text!r}") from None
+    if not values:
+        raise ConfigError(f"{option} is empty; give comma-separated whole numbers like 0,1,2,5")
+    return values
+
+
+def _metric_option(command: Callable) -> Callable:
+    return click.option("--metric", type=click.Choice(METRICS), default="accuracy", show_default=True,
+                        help="accuracy: a reference answer appears in the answer; em: exact match; f1: token F1.")(
+        command)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def scale() -> None:
+    """Inference scaling for corpus RAG: run DRAG/IterDRAG over a grid of θ = (k documents, m demonstrations,
+    n iterations), tabulate the best quality per token budget, and fit the computation allocation model."""
+
+
+def method_for(config: Config, *, index: Any, llm: LLM, demonstrations: Any, task: str = "qa") -> Answerer:
+    """The object that answers under ``config``: zero-shot and RAG are DRAG with m = 0 (and k = 0)."""
+    if config.method == "iterdrag":
+        from ragfunnel.methods.iterdrag import IterDRAG
+
+        return IterDRAG(index=index, llm=llm, documents=config.documents, shots=config.shots,
+                        iterations=config.iterations, demonstrations=demonstrations, task=task)
+    from ragfunnel.methods.drag import DRAG
+
+    return DRAG(index=index, llm=llm, documents=config.documents, shots=config.shots,
+                demonstrations=demonstrations, task=task)
+
+
+class _FirstCallProbe(BaseLLM):
+    """Stands in for the model while sizing configurations: counts each prompt with the real model's
+    tokenizer and replies with a final answer at once, so the method's own prompt code measures its
+    first (for DRAG, only) call without generating anything."""
+
+    def __init__(self, llm: LLM):
+        super().__init__()
+        self.name = f"probe:{llm.name}"
+        self._llm = llm
+        self.prompt_tokens: list[int] = []
+
+    @property
+    def context_window(self) -> int:
+        return self._llm.context_window
+
+    def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
+        tokens = self._llm.count_tokens(prompt)
+        self.prompt_tokens.append(tokens)
+        return [Completion("So the final answer is: unknown", tokens, 1, 0.0)] * n
+
+    def _count_tokens(self, text: str) -> int:
+        return self._llm.count_tokens(text)
+
+
+def _first_call_sizes(configs: Sequence[Config], questions: Sequence[str], limit: int,
+                      build: Callable[[Config, LLM], Answerer], llm: LLM) -> dict[Config, int]:
+    """Tokens of each configuration's first call (the largest over ``questions``). A configuration the
+    method refuses is left out with a warning. Past ``limit`` tokens, configurations with at least as
+    many documents and demonstrations are not built: their prompts are no shorter."""
+    sizes: dict[Config, int] = {}
+    over: list[Config] = []
+    refused: list[str] = []
+    for config in configs:
+        bigger = next((o for o in over if o.method == config.method and o.documents <= config.documents
+                       and o.shots <= config.shots), None)
+        if bigger is not None:
+            sizes[config] = sizes[bigger]
+            continue
+        probe = _FirstCallProbe(llm)
+        firsts = []
+        try:
+            method = build(config, probe)
+            for q in questions:
+                calls_before = len(probe.prompt_tokens)
+                method.run(q)
+                firsts.extend(probe.prompt_tokens[calls_before:calls_before + 1])
+        except RagfunnelError as e:
+            refused.append(f"{config.label}: {e}")
+            continue
+        sizes[config] = max(firsts, default=0)
+        if sizes[config] > limit:
+            over.append(config)
+    if refused:
+        log.warning("%d configuration(s) cannot run and are left out; first: %s", len(refused), refused[0])
+    if not sizes:
+        raise ConfigError(f"no configuration can run: {refused[0]}")
+    return sizes
+
+
+def _demonstrations(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from ragfunnel.scaling.demonstrations import load_demonstrations
+
+    return load_demonstrations(path)
+
+
+@scale.command()
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--index", "index_dir", required=True, type=click.Path(path_type=Path),
+              help="Corpus index to retrieve from (`ragfunnel index`).")
+@click.option("--out", "run_dir", required=True, type=click.Path(path_type=Path),
+              help="Run directory: rows.jsonl grows as answers finish; re-running with the same options resumes.")
+@click.option("--budgets", default="2k,4k,8k,16k", show_default=True,
+              help="Token budgets L_max (k = 1,000). The grid runs every configuration whose first call fits the "
+                   "largest; the summary reports the best per budget.")
+@click.option("--strategies", default=",".join(STRATEGIES), show_default=True,
+              help="Comma-separated strategies to run: zero-shot, rag, drag, iterdrag.")
+@click.option("--documents", default=",".join(map(str, DEFAULT_DOCUMENTS)), show_default=True,
+              help="Values of k, documents retrieved per question.")
+@click.option("--shots", default=",".join(map(str, DEFAULT_SHOTS)), show_default=True,
+              help="Values of m, demonstrations before the question.")
+@click.option("--iterations", default=",".join(map(str, DEFAULT_ITERATIONS)), show_default=True,
+              help="Values of n, IterDRAG's most retrieve-and-answer steps.")
+@click.option("--demonstrations", "demonstrations_path", type=click.Path(path_type=Path),
+              help="Demonstrations file (needed when some m > 0).")
+@click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
+              help="Answering model: bundled:NAME, gguf:PATH or openai:URL#MODEL.")
+@click.option("--limit", type=int, help="Only the first N questions.")
+@click.option("--format", "fmt", default="auto", show_default=True, help="Dataset format (see `ragfunnel eval`).")
+@click.option("--task", type=click.Choice(["qa", "multihop"]), help="Prompt family [default: the dataset's].")
+@_metric_option
+def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
+         iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
+         task: str | None, metric: str) -> None:
+    """Answer DATASET's questions under every configuration within the budgets, one row per
+    (question, configuration); then write the optimal-performance table and plot into --out."""
+    from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.eval.datasets import load_dataset
+    from ragfunnel.llm.registry import resolve
+
+    limits = parse_budgets(budgets)
+    configs = default_grid([s.strip() for s in strategies.split(",") if s.strip()],
+                           documents=_ints(documents, "--documents"), shots=_ints(shots, "--shots"),
+                           iterations=_ints(iterations, "--iterations"))
+    examples = load_dataset(dataset, format=fmt, limit=limit).examples
+    if not examples:
+        raise InputError(f"{dataset} holds no questions")
+    tasks = sorted({e.task for e in examples})
+    task = task or tasks[0]
+    index, llm = CorpusIndex(index_dir), resolve(model)
+    demos = _demonstrations(demonstrations_path)
+
+    def build(config: Config, answering: LLM) -> Answerer:
+        return method_for(config, index=index, llm=answering, demonstrations=demos, task=task)
+
+    sizes = _first_call_sizes(configs, [e.question for e in examples[:3]], limits[-1], build, llm)
+    for budget in limits:  # each budget must admit something, or its table row would be empty
+        within_budget(sizes, budget, sizes.__getitem__)
+    chosen = within_budget(sizes, limits[-1], sizes.__getitem__)
+    click.echo(f"{len(chosen)} configurations fit {format_tokens(limits[-1])} tokens per call; "
+               f"{len(examples)} questions", err=True)
+    meta = {"dataset": str(dataset.resolve()), "format": fmt, "index": str(index_dir.resolve()), "model": model,
+            "demonstrations": str(demonstrations_path.resolve()) if demonstrations_path else None, "task": task,
+            "limit": limit, "budgets": limits, "strategies": strategies, "documents": documents, "shots": shots,
+            "iterations": iterations}
+    result = run_grid(examples, chosen, lambda c: build(c, llm), run_dir, config_meta=meta)
+    failed = sum(1 for r in result.rows if r.error is not None)
+    click.echo(f"{result.written} answers written, {len(result.rows)} in {run_dir}, {failed} failed", err=True)
+    _write_summary(run_dir, limits, metric)
+
+
+def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
+    from ragfunnel.scaling.plots import plot_quality_vs_context
+
+    summaries = summarize(load_grid(run_dir).rows)
+    if not summaries:
+        raise InputError(f"{run_dir} holds no rows yet; run `ragfunnel scale grid` into it first")
+    optima = optimal_per_budget(summaries, budgets, metric)
+    table = optimal_table(optima, metric)
+    (run_dir / SUMMARY_FILE).write_text(table, encoding="utf-8")
+    plot = plot_quality_vs_context(summaries, optima, metric, run_dir / SUMMARY_PLOT)
+    click.echo(table)
+    click.echo(f"wrote {run_dir / SUMMARY_FILE} and {plot}", err=True)
+
+
+@scale.command()
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--budgets", help="Token budgets L_max, like 2k,4k,16k [default: the grid's --budgets].")
+@_metric_option
+def summary(run_dir: Path, budgets: str | None, metric: str) -> None:
+    """Write the optimal-performance table (optimal.md: the best configuration per budget and strategy)
+    and quality_vs_context.png into RUN_DIR, a directory written by `ragfunnel scale grid`."""
+    run = load_grid(run_dir)
+    if budgets is None and not run.meta.get("budgets"):
+        raise ConfigError(f"{run_dir} records no budgets; pass --budgets like 2k,4k,16k")
+    _write_summary(run_dir, parse_budgets(budgets) if budgets else run.meta["budgets"], metric)
+
+
+@scale.command("fit")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_metric_option
+@click.option("--out", "out", type=click.Path(path_type=Path),
+              help=f"Fit file (JSON) [default: RUN_DIR/{FIT_FILE}]; the predicted-vs-actual PNG goes beside it.")
+def fit_command(run_dirs: tuple[Path, ...], metric: str, out: Path | None) -> None:
+    """Fit the computation allocation model σ⁻¹(P) ≈ (a + b⊙i)ᵀ log(θ + 0.01) + c to grid runs.
+
+    Each RUN_DIR is a task (a dataset); a, b and c are shared, each task and method (DRAG, IterDRAG)
+    gets its own i from its base configurations (k=0,m=0; k=1,m=0; k=0,m=1). Prints the parameters,
+    R² and MSE, and writes the fit and a predicted-vs-actual plot.
+    """
+    from ragfunnel.scaling.plots import plot_predicted_vs_actual
+
+    tasks = [t for d in run_dirs for t in tasks_from_summaries(str(d), summarize(load_grid(d).rows), metric)]
+    allocation = fit(tasks, metric=metric)
+    out = out or run_dirs[0] / FIT_FILE
+    save_fit(allocation, out)
+    plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
+    a, b = allocation.a, allocation.b
+    click.echo(f"computation allocation model for {metric}, {allocation.n_points} points over {len(tasks)} task(s)")
+    click.echo(f"  a = ({a[0]:.4f}, {a[1]:.4f}, {a[2]:.4f})  b = ({b[0]:.4f}, {b[1]:.4f}, 0)  c = {allocation.c:.4f}")
+    if allocation.fixed:
+        click.echo(f"  held at 0, not identifiable from these runs: {', '.join(allocation.fixed)}")
+    click.echo(f"  logit space: R² {_r2(allocation.r2_logit)}  MSE {allocation.mse_logit:.4f}")
+    click.echo(f"  {metric}: R² {_r2(allocation.r2_metric)}  MSE {allocation.mse_metric:.4f}")
+    for t in tasks:
+        click.echo(f"  i of {t.name}: i_doc {t.i.doc:+.3f}  i_shot {t.i.shot:+.3f}")
+    click.echo(f"wrote {out} and {plot}", err=True)
+
+
+def _r2(value: float | None) -> str:
+    return "n/a (constant metric)" if value is None else f"{value:.4f}"
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--budget", required=True, help="Effective-context budget L_max in tokens, like 16k.")
+@click.option("--fit", "fit_path", required=True, type=click.Path(path_type=Path),
+              help="Fit file written by `ragfunnel scale fit`.")
+@click.option("--task", "task_dir", required=True, type=click.Path(path_type=Path),
+              help="Grid run on the target task holding at least its base configurations (k=0,m=0; k=1,m=0; "
+                   "k=0,m=1), which give its i.")
+@click.option("--json", "as_json", is_flag=True, help="Print the choice as JSON.")
+def plan(budget: str, fit_path: Path, task_dir: Path, as_json: bool) -> None:
+    """Print the configuration θ = (k, m, n) the allocation model predicts best within --budget.
+
+    Candidates are the configurations of the fit's grids and of the task's run. A candidate's effective
+    context length is its mean measured on the task, else its mean over the fit's grids.
+    """
+    limit = parse_budget(budget)
+    allocation = load_fit(fit_path)
+    measured = {s.config: s for s in summarize(load_grid(task_dir).rows) if s.effective_tokens is not None}
+    seen: dict[Config, list[float]] = {}
+    for t in allocation.tasks:
+        for o in t.observations:
+            seen.setdefault(o.config, []).append(o.effective_tokens)
+    costs = {c: round(sum(v) / len(v)) for c, v in seen.items()}
+    costs |= {c: round(s.effective_tokens) for c, s in measured.items()}
+    i, lacking = _task_informativeness(list(measured.values()), {c.method for c in costs}, allocation.metric,
+                                       str(task_dir))
+    candidates = [c for c in costs if c.method in i]
+    for method, reason in lacking.items():
+        click.echo(f"note: {method} candidates left out: {reason}", err=True)
+    choice = best_within_budget(allocation, limit, candidates, costs.__getitem__, i)
+    source = "measured on the task" if choice.config in measured else "from the fit's grids"
+    if as_json:
+        c = choice.config
+        click.echo(json.dumps({
+            "strategy": c.strategy, "documents": c.documents, "shots": c.shots, "iterations": c.iterations,
+            "metric": allocation.metric, "predicted": round(choice.predicted, 6), "budget": limit,
+            "estimated_tokens": choice.estimated_tokens, "tokens_from": "task" if choice.config in measured else "fit",
+            "considered": choice.considered, "i": {m: {"doc": v.doc, "shot": v.shot} for m, v in i.items()},
+        }, indent=2))
+        return
+    click.echo(f"{choice.config.label}: predicted {allocation.metric} {choice.predicted:.3f} at ~"
+               f"{format_tokens(choice.estimated_tokens)} tokens ({source}); "
+               f"{choice.considered} of {len(candidates)} candidates fit {format_tokens(limit)}")
+
+
+def _task_informativeness(summaries: list[ConfigSummary], methods: set[str], metric: str,
+                          task: str) -> tuple[dict[str, Informativeness], dict[str, str]]:
+    """i of each of ``methods`` the task has base configurations for, and why the others have none."""
+    found, lacking = {}, {}
+    for method in sorted(methods):
+        obs = [Observation(s.config, s.metric(metric), s.effective_tokens) for s in summaries
+               if s.config.method == method]
+        try:
+            found[method] = informativeness(obs, method, task=task)
+        except ConfigError as e:
+            lacking[method] = str(e)
+    if not found:
+        raise ConfigError(next(iter(lacking.values())))
+    return found, lacking

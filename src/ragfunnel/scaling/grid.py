@@ -1,0 +1,376 @@
+"""Configurations θ = (k, m, n), token budgets, a resumable grid runner and its summaries.
+
+A configuration names a strategy and its knobs: ``documents`` k retrieved per question,
+``shots`` m demonstrations, ``iterations`` n (IterDRAG's most retrieve-and-answer steps; 1 for
+the one-call strategies). Zero-shot QA, RAG and DRAG are one method (DRAG) at different θ, so
+each θ has exactly one name: ``zero-shot`` is k=0, m=0; ``rag`` is k≥1, m=0; ``drag`` is m≥1.
+
+A grid run directory is laid out like an ``ragfunnel eval`` one (``config.json`` + ``rows.jsonl``)
+with the same guarantees: one row per (example, configuration) appended and fsync'd as soon as
+it is done, a torn last line cut off on resume, a different run configuration refused.
+
+Budgets are compared with the *mean* effective context length of a configuration (LLM input
+tokens summed over all calls of one answer). The paper's Eq. 1 bounds every example; the mean
+keeps a configuration whose answers vary a little in length from dropping out of a budget
+because of one long question.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Protocol
+
+from tqdm.auto import tqdm
+
+from ragfunnel.errors import ConfigError, InputError, RagfunnelError
+from ragfunnel.eval.runner import CONFIG_FILE, ROWS_FILE, append_row, check_config, read_rows, score
+from ragfunnel.llm.registry import reset_loaded
+from ragfunnel.types import Example, Prediction
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("zero-shot", "rag", "drag", "iterdrag")
+# The configurations each strategy may choose from when its best is taken: RAG may retrieve nothing
+# (zero-shot) and DRAG may use no demonstrations (RAG), as in the paper's parameter space.
+SEARCH_SPACE = {
+    "zero-shot": ("zero-shot",),
+    "rag": ("zero-shot", "rag"),
+    "drag": ("zero-shot", "rag", "drag"),
+    "iterdrag": ("iterdrag",),
+}
+METRICS = ("accuracy", "em", "f1")
+# The paper's grid (Section 4.1): k up to 1000, m = 0 and 2^0 .. 2^8, n up to 5.
+DEFAULT_DOCUMENTS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+DEFAULT_SHOTS = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_ITERATIONS = (1, 2, 3, 4, 5)
+
+
+def _one_call_strategy(documents: int, shots: int) -> str:
+    if shots > 0:
+        return "drag"
+    return "rag" if documents > 0 else "zero-shot"
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point θ = (k, m, n) of a strategy."""
+
+    strategy: str
+    documents: int
+    shots: int
+    iterations: int = 1
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {self.strategy!r}; valid strategies: {', '.join(STRATEGIES)}")
+        if self.documents < 0 or self.shots < 0 or self.iterations < 1:
+            raise ConfigError(f"{self.label}: documents and shots must be >= 0 and iterations >= 1")
+        if self.strategy == "iterdrag":
+            return
+        if self.iterations != 1:
+            raise ConfigError(f"{self.label}: {self.strategy} answers in one call, so iterations must be 1; "
+                              "use strategy 'iterdrag' for more")
+        named = _one_call_strategy(self.documents, self.shots)
+        if named != self.strategy:
+            raise ConfigError(f"{self.label} is named {named!r}: zero-shot has k=0 and m=0, rag has k>=1 and m=0, "
+                              "drag has m>=1")
+
+    @classmethod
+    def for_theta(cls, method: str, documents: int, shots: int, iterations: int = 1) -> Config:
+        """The configuration of ``method`` ("drag" or "iterdrag") at θ, under its one valid name."""
+        if method not in ("drag", "iterdrag"):
+            raise ConfigError(f"unknown method {method!r}; valid methods: drag, iterdrag")
+        strategy = "iterdrag" if method == "iterdrag" else _one_call_strategy(documents, shots)
+        return cls(strategy, documents, shots, iterations)
+
+    @property
+    def method(self) -> str:
+        """The class that runs it: zero-shot, RAG and DRAG are all DRAG."""
+        return "iterdrag" if self.strategy == "iterdrag" else "drag"
+
+    @property
+    def theta(self) -> tuple[int, int, int]:
+        return (self.documents, self.shots, self.iterations)
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy} k={self.documents} m={self.shots} n={self.iterations}"
+
+
+def default_grid(
+    strategies: Sequence[str] = STRATEGIES,
+    *,
+    documents: Sequence[int] = DEFAULT_DOCUMENTS,
+    shots: Sequence[int] = DEFAULT_SHOTS,
+    iterations: Sequence[int] = DEFAULT_ITERATIONS,
+) -> list[Config]:
+    """Every configuration of ``strategies`` over the given k, m and n (each θ once, cheapest knobs first)."""
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        raise ConfigError(f"unknown strategy {', '.join(map(repr, unknown))}; "
+                          f"valid strategies: {', '.join(STRATEGIES)}")
+    out = []
+    for k in sorted(set(documents)):
+        for m in sorted(set(shots)):
+            one_call = _one_call_strategy(k, m)
+            if one_call in strategies:
+                out.append(Config(one_call, k, m))
+            if "iterdrag" in strategies:
+                out.extend(Config("iterdrag", k, m, n) for n in sorted(set(iterations)))
+    return out
+
+
+_BUDGET = re.compile(r"(\d+(?:\.\d+)?)([km]?)")
+_UNITS = {"": 1, "k": 1_000, "m": 1_000_000}
+
+
+def parse_budget(text: str) -> int:
+    """Tokens in ``"16k"``, ``"1.5k"``, ``"1m"`` or ``"16000"`` (k = 1,000 and m = 1,000,000 tokens)."""
+    match = _BUDGET.fullmatch(text.strip().lower())
+    tokens = round(float(match.group(1)) * _UNITS[match.group(2)]) if match else 0
+    if tokens < 1:
+        raise ConfigError(f"bad token budget {text!r}; write a positive token count like 16k, 1.5k, 1m or 16000")
+    return tokens
+
+
+def parse_budgets(text: str) -> list[int]:
+    """``"2k,4k,16k"`` -> ``[2000, 4000, 16000]`` (sorted, each once)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if not parts:
+        raise ConfigError(f"no token budgets in {text!r}; write them like 2k,4k,16k")
+    return sorted({parse_budget(p) for p in parts})
+
+
+def format_tokens(tokens: float) -> str:
+    """16000 -> "16k", 1500 -> "1.5k", 1000000 -> "1m", 950 -> "950"."""
+    for unit, size in (("m", 1_000_000), ("k", 1_000)):
+        if tokens >= size:
+            return f"{tokens / size:.3g}{unit}"
+    return f"{tokens:.0f}"
+
+
+def within_budget(configs: Iterable[Config], budget: int, estimate: Callable[[Config], int]) -> list[Config]:
+    """The configurations whose estimated tokens fit ``budget``.
+
+    ``estimate`` says what the budget bounds: the largest single call when choosing what a grid may
+    run (no call exceeds L_max), the effective context length when planning.
+    """
+    configs = list(configs)
+    if not configs:
+        raise ConfigError("no configurations to choose from; give at least one strategy and its k, m, n values")
+    costs = {c: estimate(c) for c in configs}
+    fitting = [c for c in configs if costs[c] <= budget]
+    if not fitting:
+        cheapest = min(configs, key=costs.__getitem__)
+        raise ConfigError(f"a budget of {budget} tokens is smaller than any configuration; the smallest that fits "
+                          f"is {costs[cheapest]} tokens ({cheapest.label})")
+    return fitting
+
+
+class Answerer(Protocol):
+    def run(self, question: str) -> Prediction: ...
+
+
+@dataclass(frozen=True)
+class GridRow:
+    """One (example, configuration) result as stored in ``rows.jsonl``; ``error`` set on failure."""
+
+    example_id: str
+    config: Config
+    metrics: dict[str, float]
+    effective_tokens: int
+    max_call_tokens: int
+    seconds: float
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> GridRow:
+        try:
+            return cls(row["example_id"], Config(row["strategy"], row["documents"], row["shots"], row["iterations"]),
+                       row["metrics"], row.get("effective_tokens", 0), row.get("max_call_tokens", 0),
+                       row["seconds"], row.get("error"))
+        except KeyError as e:
+            raise InputError(f"row {row.get('example_id', '?')!r} has no {e.args[0]!r}: it is not a grid row; "
+                             "pass a run directory written by `ragfunnel scale grid`") from None
+
+
+@dataclass(frozen=True)
+class GridRun:
+    meta: dict[str, Any]  # the run's config.json: whatever identified it when it was started
+    rows: list[GridRow]
+
+
+def load_grid(run_dir: str | Path) -> GridRun:
+    run_dir = Path(run_dir)
+    meta_path = run_dir / CONFIG_FILE
+    if not meta_path.exists():
+        raise InputError(f"{run_dir} is not a grid run directory (no {CONFIG_FILE}); "
+                         "pass the --out of `ragfunnel scale grid`")
+    return GridRun(json.loads(meta_path.read_text()),
+                   [GridRow.from_json(r) for r in read_rows(run_dir / ROWS_FILE)])
+
+
+def _row(example: Example, config: Config, answer: Callable[[], Prediction]) -> dict[str, Any]:
+    knobs = {"example_id": example.id, "strategy": config.strategy, "documents": config.documents,
+             "shots": config.shots, "iterations": config.iterations}
+    started = time.perf_counter()
+    try:
+        p = answer()
+    except RagfunnelError as e:  # counted as a failure in the summaries, never silently dropped
+        return {**knobs, "error": str(e), "metrics": {}, "seconds": round(time.perf_counter() - started, 3)}
+    return {
+        **knobs,
+        "answer": p.answer,
+        "references": example.answers,
+        "metrics": score(example, p.answer),
+        "effective_tokens": p.trace.input_tokens,
+        # Each stage is one LLM call for DRAG/IterDRAG, so the largest stage is the largest call.
+        "max_call_tokens": max((s.input_tokens for s in p.trace.stages), default=0),
+        "seconds": round(time.perf_counter() - started, 3),
+        "trace": p.to_dict()["trace"],
+    }
+
+
+@dataclass(frozen=True)
+class GridResult:
+    rows: list[GridRow]
+    written: int  # rows added by this call (the rest were already in the directory)
+
+
+def run_grid(
+    examples: Iterable[Example],
+    configs: Iterable[Config],
+    make_method: Callable[[Config], Answerer],
+    run_dir: str | Path,
+    *,
+    config_meta: dict[str, Any],
+    progress: bool = True,
+) -> GridResult:
+    """Answer every example under every configuration, appending a row per pair to ``run_dir/rows.jsonl``.
+
+    Configurations run one after another in the order given (put the cheap ones first), so a run
+    stopped early leaves whole configurations behind. ``config_meta`` identifies the run (dataset,
+    index, model ...); resuming needs the same one. Every pair starts with cold prompt caches so
+    its seconds do not depend on what ran before.
+    """
+    run_dir = Path(run_dir)
+    examples, configs = list(examples), list(dict.fromkeys(configs))
+    check_config(run_dir, config_meta)
+    rows_path = run_dir / ROWS_FILE
+    rows = [GridRow.from_json(r) for r in read_rows(rows_path)]
+    done = {(r.example_id, r.config) for r in rows}
+    todo = [(c, e) for c in configs for e in examples if (e.id, c) not in done]
+    if done:
+        log.info("resuming %s: %d rows done, %d to go", run_dir, len(done), len(todo))
+    methods: dict[Config, Answerer] = {}
+
+    def answer(config: Config, example: Example) -> Prediction:
+        if config not in methods:  # built inside the pair, so a configuration that cannot be built fails its rows
+            methods[config] = make_method(config)
+        return methods[config].run(example.question)
+
+    written = 0
+    with rows_path.open("a", encoding="utf-8") as out, \
+            tqdm(total=len(todo), desc=f"grid {run_dir.name}", unit="answer",
+                 disable=None if progress else True) as bar:
+        for config, example in todo:
+            reset_loaded()
+            row = _row(example, config, partial(answer, config, example))
+            append_row(out, row)
+            rows.append(GridRow.from_json(row))
+            written += 1
+            bar.set_postfix_str(config.label, refresh=False)
+            bar.update()
+    return GridResult(rows=rows, written=written)
+
+
+@dataclass(frozen=True)
+class ConfigSummary:
+    """A configuration's means over its rows. A failed answer scores 0 (it is a wrong answer)."""
+
+    config: Config
+    n: int
+    failures: int
+    accuracy: float
+    em: float
+    f1: float
+    effective_tokens: float | None  # mean over answered rows; None when every row failed
+    max_call_tokens: int  # the largest single call seen
+    seconds: float
+
+    def metric(self, name: str) -> float:
+        if name not in METRICS:
+            raise ConfigError(f"unknown metric {name!r}; valid metrics: {', '.join(METRICS)}")
+        return getattr(self, name)
+
+
+def summarize(rows: Iterable[GridRow]) -> list[ConfigSummary]:
+    """One summary per configuration, in the order the configurations first appear."""
+    by_config: dict[Config, list[GridRow]] = {}
+    for r in rows:
+        by_config.setdefault(r.config, []).append(r)
+    out = []
+    for config, mine in by_config.items():
+        ok = [r for r in mine if r.error is None]
+        out.append(ConfigSummary(
+            config=config, n=len(mine), failures=len(mine) - len(ok),
+            **{m: sum(r.metrics.get(m, 0.0) for r in mine) / len(mine) for m in METRICS},
+            effective_tokens=statistics.fmean(r.effective_tokens for r in ok) if ok else None,
+            max_call_tokens=max((r.max_call_tokens for r in ok), default=0),
+            seconds=statistics.fmean(r.seconds for r in mine),
+        ))
+    return out
+
+
+@dataclass(frozen=True)
+class Optimum:
+    """P*(L_max) of one strategy (or of all of them: ``strategy == "best"``); ``best`` None if nothing fits."""
+
+    budget: int
+    strategy: str
+    best: ConfigSummary | None
+
+
+def optimal_per_budget(summaries: Sequence[ConfigSummary], budgets: Iterable[int], metric: str) -> list[Optimum]:
+    """The paper's optimal performance: per budget and strategy, the configuration with the best mean
+    ``metric`` among those whose mean effective context length fits (ties go to the cheaper one).
+    Strategies are those present in ``summaries``, then ``best`` over all of them."""
+    present = {s.config.strategy for s in summaries}
+    strategies = [s for s in STRATEGIES if s in present]
+    out = []
+    for budget in sorted(budgets):
+        fits = [s for s in summaries if s.effective_tokens is not None and s.effective_tokens <= budget]
+        for strategy in [*strategies, "best"]:
+            space = STRATEGIES if strategy == "best" else SEARCH_SPACE[strategy]
+            mine = [s for s in fits if s.config.strategy in space]
+            best = max(mine, key=lambda s: (s.metric(metric), -s.effective_tokens), default=None)
+            out.append(Optimum(budget, strategy, best))
+    return out
+
+
+def optimal_table(optima: Sequence[Optimum], metric: str) -> str:
+    """The optimal-performance table (the paper's Table 1) as markdown; the chosen metric picks the rows."""
+    lines = [f"Optimal performance per budget L_max (configurations chosen by {metric}; "
+             "tokens: mean effective context length)", "",
+             "| L_max | strategy | k | m | n | tokens | EM | F1 | Acc |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for o in optima:
+        s = o.best
+        name = o.strategy
+        if s is None:
+            lines.append(f"| {format_tokens(o.budget)} | {name} | - | - | - | - | - | - | - |")
+            continue
+        k, m, n = s.config.theta
+        if o.strategy == "best":
+            name = f"**best** ({s.config.strategy})"
+        lines.append(f"| {format_tokens(o.budget)} | {name} | {k} | {m} | {n} | {s.effective_tokens:.0f} "
+                     f"| {s.em:.3f} | {s.f1:.3f} | {s.accuracy:.3f} |")
+    return "\n".join(lines) + "\n"

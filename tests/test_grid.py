@@ -1,0 +1,193 @@
+"""Configurations, budgets, the resumable grid runner and the optimal-performance summaries (no model)."""
+
+import json
+
+import pytest
+
+from ragfunnel.errors import ConfigError, ModelError
+from ragfunnel.eval.runner import ROWS_FILE
+from ragfunnel.scaling.grid import (
+    Config,
+    GridRow,
+    default_grid,
+    format_tokens,
+    load_grid,
+    optimal_per_budget,
+    optimal_table,
+    parse_budget,
+    parse_budgets,
+    run_grid,
+    summarize,
+    within_budget,
+)
+from ragfunnel.types import Example, Prediction, StageTrace, Trace
+
+
+class FakeMethod:
+    """Answers "Paris" when it retrieves documents, else "London"; call j of n reads 100(k+1)(m+1) + 10j tokens."""
+
+    def __init__(self, config, fail=False):
+        self.config, self.fail = config, fail
+
+    def run(self, question):
+        if self.fail:
+            raise ModelError("the model crashed")
+        k, m, n = self.config.theta
+        calls = [StageTrace(f"call{j}", input_tokens=100 * (k + 1) * (m + 1) + 10 * j) for j in range(n)]
+        return Prediction("Paris" if k else "London", "fake", [], Trace(calls))
+
+
+def examples(n):
+    return [Example(id=f"q{i}", question=f"Where is landmark {i}?", answers=["Paris"]) for i in range(n)]
+
+
+CONFIGS = [Config("zero-shot", 0, 0), Config("rag", 1, 0), Config("iterdrag", 1, 0, 2)]
+
+
+def test_config_names_and_validation():
+    assert Config("iterdrag", 2, 4, 3).theta == (2, 4, 3) and Config("rag", 5, 0).method == "drag"
+    assert Config.for_theta("drag", 0, 0) == Config("zero-shot", 0, 0)
+    assert Config.for_theta("drag", 3, 0) == Config("rag", 3, 0)
+    assert Config.for_theta("drag", 0, 2) == Config("drag", 0, 2)
+    assert Config.for_theta("iterdrag", 0, 0, 4) == Config("iterdrag", 0, 0, 4)
+    with pytest.raises(ConfigError, match="unknown strategy 'self-ask'; valid strategies: zero-shot, rag, drag, iter"):
+        Config("self-ask", 1, 1)
+    with pytest.raises(ConfigError, match="drag k=5 m=2 n=3: drag answers in one call, so iterations must be 1"):
+        Config("drag", 5, 2, 3)
+    with pytest.raises(ConfigError, match="rag k=5 m=2 n=1 is named 'drag'"):
+        Config("rag", 5, 2)
+    with pytest.raises(ConfigError, match="iterations >= 1"):
+        Config("iterdrag", 1, 1, 0)
+
+
+def test_default_grid_names_each_theta_once():
+    grid = default_grid(documents=(0, 1), shots=(0, 1), iterations=(1, 2))
+    assert grid == [
+        Config("zero-shot", 0, 0), Config("iterdrag", 0, 0, 1), Config("iterdrag", 0, 0, 2),
+        Config("drag", 0, 1), Config("iterdrag", 0, 1, 1), Config("iterdrag", 0, 1, 2),
+        Config("rag", 1, 0), Config("iterdrag", 1, 0, 1), Config("iterdrag", 1, 0, 2),
+        Config("drag", 1, 1), Config("iterdrag", 1, 1, 1), Config("iterdrag", 1, 1, 2),
+    ]
+    assert default_grid(["rag"], documents=(0, 1, 5), shots=(0, 1)) == [Config("rag", 1, 0), Config("rag", 5, 0)]
+    assert len(default_grid(["drag"])) == 11 * 9  # the paper's k values x m = 1 .. 256
+    with pytest.raises(ConfigError, match="unknown strategy 'dragon'"):
+        default_grid(["dragon"])
+
+
+def test_budgets_parse_and_format():
+    assert parse_budgets("16k, 2k,4k,2k") == [2000, 4000, 16000]
+    assert parse_budget("1.5K") == 1500 and parse_budget("1m") == 1_000_000 and parse_budget("16000") == 16000
+    for bad in ("2kb", "k", "0", "-1k", "two"):
+        with pytest.raises(ConfigError, match=f"bad token budget '{bad}'"):
+            parse_budget(bad)
+    with pytest.raises(ConfigError, match="no token budgets"):
+        parse_budgets(" , ")
+    assert [format_tokens(t) for t in (950, 1500, 16000, 1_000_000)] == ["950", "1.5k", "16k", "1m"]
+
+
+def test_within_budget_and_a_budget_too_small_for_anything():
+    cost = {Config("zero-shot", 0, 0): 120, Config("rag", 1, 0): 250, Config("drag", 1, 1): 600}
+    assert within_budget(cost, 250, cost.__getitem__) == [Config("zero-shot", 0, 0), Config("rag", 1, 0)]
+    with pytest.raises(ConfigError, match=r"budget of 100 tokens .* smallest that fits is 120 tokens "
+                                          r"\(zero-shot k=0 m=0 n=1\)"):
+        within_budget(cost, 100, cost.__getitem__)
+
+
+def test_rows_record_metrics_tokens_and_trace(tmp_path):
+    built = []
+
+    def make(config):
+        built.append(config)
+        return FakeMethod(config)
+
+    result = run_grid(examples(3), CONFIGS, make, tmp_path, config_meta={"dataset": "d"}, progress=False)
+    assert result.written == 9 and built == CONFIGS  # one method object per configuration
+    raw = [json.loads(x) for x in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    assert [(r["strategy"], r["example_id"]) for r in raw[:4]] == [("zero-shot", "q0"), ("zero-shot", "q1"),
+                                                                    ("zero-shot", "q2"), ("rag", "q0")]
+    it = raw[-1]
+    assert (it["documents"], it["shots"], it["iterations"], it["answer"]) == (1, 0, 2, "Paris")
+    assert it["metrics"] == {"f1": 1.0, "em": 1.0, "accuracy": 1.0}
+    assert (it["effective_tokens"], it["max_call_tokens"]) == (200 + 210, 210)
+    assert [s["input_tokens"] for s in it["trace"]["stages"]] == [200, 210]
+    assert raw[0]["metrics"]["em"] == 0.0 and raw[0]["effective_tokens"] == 100
+    assert load_grid(tmp_path).rows == result.rows
+
+
+def test_resume_after_a_torn_last_line_gives_one_row_per_pair(tmp_path):
+    run_grid(examples(2), CONFIGS[:2], FakeMethod, tmp_path, config_meta={}, progress=False)
+    rows = tmp_path / ROWS_FILE
+    lines = rows.read_text().splitlines()
+    rows.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:23])  # killed while writing the 4th row
+    again = run_grid(examples(2), CONFIGS, FakeMethod, tmp_path, config_meta={}, progress=False)
+    assert again.written == 1 + 2  # the torn row, then the new configuration
+    pairs = [(json.loads(x)["example_id"], json.loads(x)["strategy"]) for x in rows.read_text().splitlines()]
+    assert len(pairs) == 6 == len(set(pairs))
+
+
+def test_a_different_run_configuration_is_refused(tmp_path):
+    run_grid(examples(1), CONFIGS[:1], FakeMethod, tmp_path, config_meta={"dataset": "a"}, progress=False)
+    with pytest.raises(ConfigError, match="differs in: dataset.*new --out"):
+        run_grid(examples(1), CONFIGS[:1], FakeMethod, tmp_path, config_meta={"dataset": "b"}, progress=False)
+
+
+def test_failures_become_counted_rows(tmp_path):
+    def make(config):
+        if config.strategy == "drag":
+            raise ConfigError("only 1 demonstration for m=2; give a larger training set")
+        return FakeMethod(config, fail=config.strategy == "rag")
+
+    configs = [Config("zero-shot", 0, 0), Config("rag", 1, 0), Config("drag", 1, 2)]
+    result = run_grid(examples(2), configs, make, tmp_path, config_meta={}, progress=False)
+    assert len(result.rows) == 6
+    assert [r.error for r in result.rows[2:]] == ["the model crashed"] * 2 + ["only 1 demonstration for m=2; "
+                                                                               "give a larger training set"] * 2
+    zs, rag, drag = summarize(result.rows)
+    assert (zs.n, zs.failures, zs.effective_tokens) == (2, 0, 100)
+    assert (rag.n, rag.failures, rag.accuracy, rag.effective_tokens) == (2, 2, 0.0, None)
+    assert drag.failures == 2
+
+
+def rows(config, f1s, tokens):
+    return [GridRow(f"q{j}", config, {"f1": f, "em": 0.0, "accuracy": 1.0 if f >= 0.5 else 0.0}, t, t, 1.0)
+            for j, (f, t) in enumerate(zip(f1s, tokens, strict=True))]
+
+
+# A hand-made table: (configuration, per-question F1, per-question effective tokens).
+TABLE = [
+    (Config("zero-shot", 0, 0), (0.1, 0.3), (90, 110)),  # F1 0.20 at 100 tokens
+    (Config("rag", 1, 0), (0.4, 0.4), (300, 300)),  # 0.40 at 300
+    (Config("rag", 2, 0), (0.3, 0.5), (450, 550)),  # 0.40 at 500: ties rag k=1, costs more
+    (Config("rag", 5, 0), (0.5, 0.5), (1100, 1300)),  # 0.50 at 1200
+    (Config("drag", 1, 2), (0.4, 0.5), (900, 900)),  # 0.45 at 900
+    (Config("drag", 5, 4), (0.6, 0.8), (3400, 3600)),  # 0.70 at 3500
+    (Config("iterdrag", 1, 1, 2), (0.5, 0.6), (1500, 2500)),  # 0.55 at 2000
+    (Config("iterdrag", 5, 1, 3), (0.8, 0.8), (8000, 10000)),  # 0.80 at 9000
+]
+
+
+def test_optimal_performance_per_budget_and_strategy():
+    summaries = summarize([r for c, f, t in TABLE for r in rows(c, f, t)])
+    assert [(s.f1, s.effective_tokens, s.accuracy) for s in summaries[:3]] == [
+        pytest.approx((0.2, 100, 0.0)), pytest.approx((0.4, 300, 0.0)), pytest.approx((0.4, 500, 0.5))]
+    optima = optimal_per_budget(summaries, [16000, 1000, 4000], "f1")
+    chosen = {(o.budget, o.strategy): o.best.config.theta if o.best else None for o in optima}
+    assert chosen == {
+        (1000, "zero-shot"): (0, 0, 1), (1000, "rag"): (1, 0, 1), (1000, "drag"): (1, 2, 1),
+        (1000, "iterdrag"): None, (1000, "best"): (1, 2, 1),
+        (4000, "zero-shot"): (0, 0, 1), (4000, "rag"): (5, 0, 1), (4000, "drag"): (5, 4, 1),
+        (4000, "iterdrag"): (1, 1, 2), (4000, "best"): (5, 4, 1),
+        (16000, "zero-shot"): (0, 0, 1), (16000, "rag"): (5, 0, 1), (16000, "drag"): (5, 4, 1),
+        (16000, "iterdrag"): (5, 1, 3), (16000, "best"): (5, 1, 3),
+    }
+    assert [o.budget for o in optima][:5] == [1000] * 5
+    table = optimal_table(optima, "f1")
+    assert "| 1k | drag | 1 | 2 | 1 | 900 | 0.000 | 0.450 | 0.500 |" in table
+    assert "| 1k | iterdrag | - | - | - | - | - | - | - |" in table
+    assert "| 16k | **best** (iterdrag) | 5 | 1 | 3 | 9000 | 0.000 | 0.800 | 1.000 |" in table
+
+
+def test_unknown_metric_is_refused():
+    (s,) = summarize(rows(Config("rag", 1, 0), (0.5,), (10,)))
+    with pytest.raises(ConfigError, match="unknown metric 'rouge'; valid metrics: accuracy, em, f1"):
+        s.metric("rouge")

@@ -1,0 +1,144 @@
+"""`ragfunnel scale fit|summary` and `ragfunnel plan` on grid runs of synthetic rows (no model)."""
+
+import json
+import math
+
+from click.testing import CliRunner
+
+from ragfunnel.cli.scale import _first_call_sizes, plan, scale
+from ragfunnel.errors import ConfigError
+from ragfunnel.llm import FakeLLM
+from ragfunnel.scaling.grid import Config, default_grid
+from ragfunnel.types import Prediction, Trace
+
+EPS = 0.01
+DRAG_GRID = default_grid(["zero-shot", "rag", "drag"], documents=(0, 1, 2, 5, 10), shots=(0, 1, 2, 4))
+
+
+def f1_of(config):
+    """The run's truth: logit F1 = 0.4 ln(k+ε) + 0.15 ln(m+ε) - 1."""
+    k, m, _ = config.theta
+    return 1 / (1 + math.exp(-(0.4 * math.log(k + EPS) + 0.15 * math.log(m + EPS) - 1)))
+
+
+def tokens_of(config):
+    k, m, _ = config.theta
+    return 100 + 100 * k * (m + 1) + 50 * m
+
+
+def write_run(run_dir, configs, budgets=(1000, 4000)):
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"dataset": "synthetic", "budgets": list(budgets)}))
+    with (run_dir / "rows.jsonl").open("w") as out:
+        for c in configs:
+            for q in ("q0", "q1"):
+                out.write(json.dumps({
+                    "example_id": q, "strategy": c.strategy, "documents": c.documents, "shots": c.shots,
+                    "iterations": c.iterations, "answer": "x", "references": ["y"],
+                    "metrics": {"f1": f1_of(c), "em": 0.0, "accuracy": 0.0},
+                    "effective_tokens": tokens_of(c), "max_call_tokens": tokens_of(c), "seconds": 0.5,
+                    "trace": {"stages": []}}) + "\n")
+    return run_dir
+
+
+def test_fit_prints_the_parameters_and_writes_json_and_png(tmp_path):
+    run = write_run(tmp_path / "run", DRAG_GRID)
+    result = CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1"])
+    assert result.exit_code == 0, result.output
+    assert "20 points over 1 task(s)" in result.output
+    assert "a = (0.4000, 0.1500, 0.0000)  b = (0.0000, 0.0000, 0)  c = -1.0000" in result.output
+    assert "held at 0, not identifiable from these runs: a3, b1, b2" in result.output
+    assert "logit space: R² 1.0000  MSE 0.0000" in result.output
+    fit = json.loads((run / "allocation.json").read_text())
+    assert fit["metric"] == "f1" and fit["n_points"] == 20 and fit["tasks"][0]["name"] == f"{run} [drag]"
+    # i from the base configurations: F1(k=1, m=0) - F1(0, 0) and F1(0, 1) - F1(0, 0).
+    zero = f1_of(Config("zero-shot", 0, 0))
+    assert abs(fit["tasks"][0]["i_doc"] - (f1_of(Config("rag", 1, 0)) - zero)) < 1e-12
+    assert abs(fit["tasks"][0]["i_shot"] - (f1_of(Config("drag", 0, 1)) - zero)) < 1e-12
+    png = run / "allocation_predicted_vs_actual.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_plan_prints_the_predicted_best_theta(tmp_path):
+    run = write_run(tmp_path / "run", DRAG_GRID)
+    out = tmp_path / "fit.json"
+    assert CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1", "--out", str(out)]).exit_code == 0
+    # Within 1,000 tokens: drag k=2 m=2 (800 tokens, F1 = σ(0.4 ln 2.01 + 0.15 ln 2.01 - 1) = 0.3507) beats
+    # rag k=5 (600, 0.2600), drag k=1 m=4 (800, 0.3127) and drag k=2 m=1 (550, 0.3276).
+    result = CliRunner().invoke(plan, ["--budget", "1k", "--fit", str(out), "--task", str(run)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("drag k=2 m=2 n=1: predicted f1 0.351 at ~800 tokens (measured on the task)")
+    as_json = json.loads(CliRunner().invoke(plan, ["--budget", "1.2k", "--fit", str(out), "--task", str(run),
+                                                   "--json"]).stdout)
+    assert (as_json["strategy"], as_json["documents"], as_json["shots"], as_json["iterations"]) == ("drag", 5, 1, 1)
+    assert abs(as_json["predicted"] - 0.4124) < 1e-4 and as_json["estimated_tokens"] == 1150
+    assert as_json["tokens_from"] == "task" and as_json["considered"] == 14
+
+
+def test_plan_on_a_budget_below_every_configuration_is_one_line(tmp_path):
+    run = write_run(tmp_path / "run", DRAG_GRID)
+    out = tmp_path / "fit.json"
+    CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1", "--out", str(out)])
+    result = CliRunner().invoke(plan, ["--budget", "50", "--fit", str(out), "--task", str(run)])
+    assert result.exit_code == 1
+    assert result.output == ("error: a budget of 50 tokens is smaller than any configuration; the smallest that fits "
+                             "is 100 tokens (zero-shot k=0 m=0 n=1)\n")
+
+
+def test_summary_writes_the_optimal_table_and_plot(tmp_path):
+    run = write_run(tmp_path / "run", DRAG_GRID)
+    result = CliRunner().invoke(scale, ["summary", str(run), "--metric", "f1"])
+    assert result.exit_code == 0, result.output
+    table = (run / "optimal.md").read_text()
+    assert "| 1k | **best** (drag) | 2 | 2 | 1 | 800 | 0.000 | 0.351 | 0.000 |" in table
+    assert "| 4k | rag | 10 | 0 | 1 | 1100 | 0.000 | 0.317 | 0.000 |" in table
+    assert table in result.output
+    assert (run / "quality_vs_context.png").stat().st_size > 5000
+
+
+def test_fit_without_base_configurations_names_them(tmp_path):
+    run = write_run(tmp_path / "run", [c for c in DRAG_GRID if c.theta != (1, 0, 1)])
+    result = CliRunner().invoke(scale, ["fit", str(run)])
+    assert result.exit_code == 1
+    assert "error: " in result.output and "lacks the base configuration(s) rag k=1 m=0 n=1" in result.output
+
+
+def test_fit_on_a_directory_that_is_no_grid_run(tmp_path):
+    result = CliRunner().invoke(scale, ["fit", str(tmp_path)])
+    assert result.exit_code == 1 and "is not a grid run directory" in result.output
+
+
+class WordsMethod:
+    """One call whose prompt holds 10 words per document per example (m demonstrations + the question)."""
+
+    def __init__(self, config, llm):
+        self.config, self.llm = config, llm
+
+    def run(self, question):
+        k, m, _ = self.config.theta
+        prompt = " ".join(["doc"] * 10 * k * (m + 1) + question.split())
+        self.llm.generate([prompt])
+        return Prediction("x", "words", [], Trace())
+
+
+def test_first_call_sizes_measure_the_methods_own_prompt_and_skip_what_cannot_fit():
+    built = []
+
+    def build(config, llm):
+        built.append(config)
+        if config.shots == 4:
+            raise ConfigError("only 2 demonstrations for m=4")
+        return WordsMethod(config, llm)
+
+    configs = default_grid(["zero-shot", "rag", "drag"], documents=(0, 1, 5, 10), shots=(0, 1, 4))
+    llm = FakeLLM(lambda prompt, i: "never called")
+    sizes = _first_call_sizes(configs, ["one two", "one two three four"], 100, build, llm)
+    assert sizes[Config("zero-shot", 0, 0)] == 4  # the longer question
+    assert sizes[Config("rag", 5, 0)] == 54 and sizes[Config("drag", 1, 1)] == 24
+    assert sizes[Config("rag", 10, 0)] == 104  # over the limit, so k=10 with m=1 is not built ...
+    assert Config("drag", 10, 1) not in built and sizes[Config("drag", 10, 1)] == 104  # ... and keeps this bound
+    assert Config("drag", 5, 1) in built and sizes[Config("drag", 5, 1)] == 104
+    # Refused configurations are left out, unless a smaller one already showed they cannot fit.
+    assert Config("drag", 0, 4) not in sizes and Config("drag", 1, 4) not in sizes
+    assert sizes[Config("drag", 5, 4)] == 104
+    assert llm.calls == []  # the real model only counted tokens
