@@ -3,6 +3,7 @@
 import json
 import math
 
+import pytest
 from click.testing import CliRunner
 
 from ragfunnel.cli.scale import _first_call_sizes, plan, scale
@@ -142,3 +143,46 @@ def test_first_call_sizes_measure_the_methods_own_prompt_and_skip_what_cannot_fi
     assert Config("drag", 0, 4) not in sizes and Config("drag", 1, 4) not in sizes
     assert sizes[Config("drag", 5, 4)] == 104
     assert llm.calls == []  # the real model only counted tokens
+
+
+def grid_inputs(tmp_path):
+    from ragfunnel.corpus.index import build_index
+    from ragfunnel.types import Document
+
+    docs = [Document("d1", "Paris", "Paris is the capital of France and its largest city."),
+            Document("d2", "Lyon", "Lyon is a city in France on the Rhone."),
+            Document("d3", "Berlin", "Berlin is the capital of Germany.")]
+    build_index(docs, tmp_path / "ix", source="test")
+    dataset = tmp_path / "questions.jsonl"
+    dataset.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the capital of France? ({i})",
+                                           "answers": ["Paris"]}) + "\n" for i in range(3)))
+    demos = tmp_path / "demos.jsonl"
+    demos.write_text(json.dumps({"question": "What is the capital of Germany?", "answer": "Berlin"}) + "\n")
+    return dataset, demos
+
+
+def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path, monkeypatch):
+    pytest.importorskip("ragfunnel.methods.drag")  # the DRAG and IterDRAG classes the grid runs
+    import ragfunnel.llm.registry as registry
+
+    dataset, demos = grid_inputs(tmp_path)
+    # Right exactly when the Paris document is in the prompt (k >= 1), in self-ask form so IterDRAG stops.
+    fake = FakeLLM(lambda prompt, i: "So the final answer is: " + ("Paris" if "largest city" in prompt else "Lyon"))
+    monkeypatch.setattr(registry, "resolve", lambda spec: fake)
+    run = tmp_path / "run"
+    args = ["grid", str(dataset), "--index", str(tmp_path / "ix"), "--out", str(run), "--budgets", "2k,4k",
+            "--documents", "0,1,2", "--shots", "0,1", "--iterations", "1,2", "--demonstrations", str(demos)]
+    result = CliRunner().invoke(scale, args)
+    assert result.exit_code == 0, result.output
+    lines = (run / "rows.jsonl").read_text().splitlines()
+    assert len(lines) == (6 + 12) * 3  # 6 one-call and 12 IterDRAG configurations, 3 questions each
+    assert len(fake.calls) == len(lines)  # sizing the configurations only counted tokens
+    rows = [json.loads(x) for x in lines]
+    assert all(r["metrics"]["accuracy"] == (1.0 if r["documents"] else 0.0) for r in rows)
+    assert "| 2k | **best** (" in (run / "optimal.md").read_text() and (run / "quality_vs_context.png").exists()
+    again = CliRunner().invoke(scale, args)  # everything is done: nothing is answered twice
+    assert again.exit_code == 0 and len(fake.calls) == len(lines)
+
+    tiny = CliRunner().invoke(scale, [*args[:5], str(tmp_path / "run2"), "--budgets", "5", *args[8:]])
+    assert tiny.exit_code == 1
+    assert "a budget of 5 tokens is smaller than any configuration; the smallest that fits is" in tiny.output

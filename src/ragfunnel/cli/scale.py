@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
+from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
 from ragfunnel.scaling.allocation import (
     Informativeness,
@@ -92,7 +93,7 @@ def scale() -> None:
     n iterations), tabulate the best quality per token budget, and fit the computation allocation model."""
 
 
-def method_for(config: Config, *, index: Any, llm: LLM, demonstrations: Any, task: str = "qa") -> Answerer:
+def method_for(config: Config, *, index: Any, llm: LLM, demonstrations: Any, task: str = "multihop") -> Answerer:
     """The object that answers under ``config``: zero-shot and RAG are DRAG with m = 0 (and k = 0)."""
     if config.method == "iterdrag":
         from ragfunnel.methods.iterdrag import IterDRAG
@@ -123,6 +124,7 @@ class _FirstCallProbe(BaseLLM):
     def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         tokens = self._llm.count_tokens(prompt)
         self.prompt_tokens.append(tokens)
+        # The self-ask final-answer line: IterDRAG stops there, DRAG takes any reply.
         return [Completion("So the final answer is: unknown", tokens, 1, 0.0)] * n
 
     def _count_tokens(self, text: str) -> int:
@@ -138,10 +140,10 @@ def _first_call_sizes(configs: Sequence[Config], questions: Sequence[str], limit
     over: list[Config] = []
     refused: list[str] = []
     for config in configs:
-        bigger = next((o for o in over if o.method == config.method and o.documents <= config.documents
-                       and o.shots <= config.shots), None)
-        if bigger is not None:
-            sizes[config] = sizes[bigger]
+        smaller = next((o for o in over if o.method == config.method and o.documents <= config.documents
+                        and o.shots <= config.shots), None)
+        if smaller is not None:  # already over the limit with fewer documents and demonstrations
+            sizes[config] = sizes[smaller]
             continue
         probe = _FirstCallProbe(llm)
         firsts = []
@@ -165,14 +167,15 @@ def _first_call_sizes(configs: Sequence[Config], questions: Sequence[str], limit
 
 
 def _demonstrations(path: Path | None) -> Any:
+    """Read once here rather than by each of the grid's method objects."""
     if path is None:
-        return None
+        return ()
     from ragfunnel.scaling.demonstrations import load_demonstrations
 
     return load_demonstrations(path)
 
 
-@scale.command()
+@scale.command(short_help="Run DRAG/IterDRAG over the configurations within the budgets (resumable).")
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--index", "index_dir", required=True, type=click.Path(path_type=Path),
               help="Corpus index to retrieve from (`ragfunnel index`).")
@@ -194,7 +197,8 @@ def _demonstrations(path: Path | None) -> Any:
 @click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
               help="Answering model: bundled:NAME, gguf:PATH or openai:URL#MODEL.")
 @click.option("--limit", type=int, help="Only the first N questions.")
-@click.option("--format", "fmt", default="auto", show_default=True, help="Dataset format (see `ragfunnel eval`).")
+@click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
+              help="Dataset format.")
 @click.option("--task", type=click.Choice(["qa", "multihop"]), help="Prompt family [default: the dataset's].")
 @_metric_option
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
@@ -251,7 +255,7 @@ def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
     click.echo(f"wrote {run_dir / SUMMARY_FILE} and {plot}", err=True)
 
 
-@scale.command()
+@scale.command(short_help="Write the optimal-performance table and quality-vs-context plot of a grid run.")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--budgets", help="Token budgets L_max, like 2k,4k,16k [default: the grid's --budgets].")
 @_metric_option
