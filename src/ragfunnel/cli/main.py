@@ -11,9 +11,11 @@ from typing import Any
 
 import click
 
+from ragfunnel.cli.common import Group
 from ragfunnel.cli.funnel import funnel as funnel_group
+from ragfunnel.cli.scale import plan, scale
 from ragfunnel.corpus import load_corpus
-from ragfunnel.errors import ConfigError, InputError, RagfunnelError
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import run_eval
@@ -24,21 +26,7 @@ from ragfunnel.text import read_context
 from ragfunnel.types import Prediction
 
 
-class _Group(click.Group):
-    """Turns every RagfunnelError into ``error: <message>`` and exit code 1, without a traceback."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except RagfunnelError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ragfunnel")
 @click.option("-v", "--verbose", is_flag=True,
               help="Log progress (model loads, stages) to stderr; on by default when stderr is a terminal.")
@@ -311,3 +299,5 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
 
 
 main.add_command(funnel_group)
+main.add_command(scale)
+main.add_command(plan)

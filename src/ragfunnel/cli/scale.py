@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 
+from ragfunnel.cli.common import Command, Group
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
@@ -52,25 +52,6 @@ SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
 FIT_FILE = "allocation.json"
 
 
-class _OneLineErrors:
-    """Turns a RagfunnelError into ``error: <message>`` and exit code 1 (these commands also run on their own)."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)  # type: ignore[misc]
-        except RagfunnelError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(1)
-
-
-class _Group(_OneLineErrors, click.Group):
-    pass
-
-
-class _Command(_OneLineErrors, click.Command):
-    pass
-
-
 def _ints(text: str, option: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -87,7 +68,7 @@ def _metric_option(command: Callable) -> Callable:
         command)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 def scale() -> None:
     """Inference scaling for corpus RAG: run DRAG/IterDRAG over a grid of θ = (k documents, m demonstrations,
     n iterations), tabulate the best quality per token budget, and fit the computation allocation model."""
@@ -303,7 +284,7 @@ def _r2(value: float | None) -> str:
     return "n/a (constant metric)" if value is None else f"{value:.4f}"
 
 
-@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--budget", required=True, help="Effective-context budget L_max in tokens, like 16k.")
 @click.option("--fit", "fit_path", required=True, type=click.Path(path_type=Path),
               help="Fit file written by `ragfunnel scale fit`.")

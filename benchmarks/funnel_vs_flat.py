@@ -1,0 +1,231 @@
+"""FunnelRAG's progressive retrieval against flat retrieval on the shared corpora (the paper's Table 2 analog).
+
+For each dataset (HotpotQA and MuSiQue train questions with their pooled corpora) the script
+builds an index with flat passages, distils a cross-encoder pre-ranker from the attention
+post-ranker on training questions, then, on held-out test questions, times every retrieval
+configuration stage by stage and measures answer recall AR@1..4 (an answer string in the top K
+units; units are clusters "c", documents "d" or 100-word passages "p"):
+
+    flat 4p                dense MiniLM exact search -> 4 passages
+    flat 24p->4p           dense -> 24 passages -> generator attention -> 4
+    prog 4c                BM25 over clusters -> 4 clusters
+    prog Kc->4d            BM25 -> K clusters -> MiniLM bi-encoder pre-ranking -> 4 documents
+    prog Kc->8d->4p        ... -> 8 documents -> passages -> generator attention -> 4 passages
+    (+ distilled)          the same two with the distilled cross-encoder as pre-ranker
+
+and the strong model's EM/F1 answering from flat 4p and from the full funnel (before/after
+distillation) on the first ``--generate`` test questions. Rows go to
+``OUT/<dataset>/rows.jsonl`` as each question finishes (re-running resumes); the summary to
+``OUT/funnel_vs_flat.json`` and ``OUT/funnel_vs_flat.md``. Yes/no questions are left out:
+their answer string says nothing about retrieval.
+
+    .venv/bin/python benchmarks/funnel_vs_flat.py --test 40 --train 60 --generate 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from ragfunnel.corpus import load_corpus
+from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.eval.datasets import load_dataset
+from ragfunnel.eval.metrics import answer_recall_at_k
+from ragfunnel.eval.runner import read_rows, score
+from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.methods.base import generate_answer
+from ragfunnel.retrieve.attention import load_post_ranker
+from ragfunnel.retrieve.distill import LABELS_FILE, collect_labels, train_pre_ranker
+from ragfunnel.retrieve.embed import minilm_directory
+from ragfunnel.retrieve.funnel import FunnelRetriever
+from ragfunnel.retrieve.fusion import best_k
+from ragfunnel.retrieve.rerank import BiEncoderPreRanker, CrossEncoderPreRanker
+from ragfunnel.types import Chunk, Example
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATASETS = {
+    "hotpotqa": (DATA / "hotpotqa_train_hipporag" / "hotpotqa_train.json",
+                 DATA / "hotpotqa_train_hipporag" / "hotpotqa_train_corpus.json"),
+    "musique": (DATA / "musique_train_hipporag" / "musique_train.json",
+                DATA / "musique_train_hipporag" / "musique_train_corpus.json"),
+}
+KS = (1, 2, 3, 4)
+FLAT_CANDIDATES = 16  # passages the flat baseline hands the attention re-ranker (about what the funnel post-ranks)
+
+
+def recall(texts: list[str], answers: list[str]) -> dict[str, float]:
+    return {f"AR@{k}": answer_recall_at_k(texts, answers, k) for k in KS}
+
+
+def timed(fn, *args):
+    started = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - started
+
+
+class Bench:
+    def __init__(self, index: CorpusIndex, post_ranker, distilled, top_clusters: int | None):
+        self.index = index
+        self.post = post_ranker
+        self.funnels = {
+            "": FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(), post_ranker=post_ranker,
+                                top_clusters=top_clusters),
+            " (distilled)": FunnelRetriever(index, pre_ranker=distilled, post_ranker=post_ranker,
+                                            top_clusters=top_clusters),
+        }
+
+    def question(self, e: Example) -> dict:
+        q, answers, row = e.question, e.answers, {}
+        (best, _), t_dense = timed(self.index.flat_search, q, FLAT_CANDIDATES)
+        flat = [self.index.passage(int(p)) for p in best]
+        flat_texts = [f"{d.title}\n{t}" for d, t in flat]
+        row["flat 4p"] = {"seconds": [t_dense], **recall(flat_texts[:4], answers), "passages": flat_texts[:4]}
+        scores, t_att = timed(self.post.score, q, flat_texts)
+        reranked = [flat_texts[int(i)] for i in best_k(scores, 4)[0]]
+        row[f"flat {FLAT_CANDIDATES}p->4p"] = {"seconds": [t_dense, t_att], **recall(reranked, answers)}
+
+        funnel = self.funnels[""]
+        (clusters, _), t_bm25 = timed(self.index.cluster_bm25.top_k, q, 4)
+        cluster_texts = ["\n\n".join(self.index.document(i).render() for i in self.index.cluster(int(c)))
+                         for c in clusters]
+        row["prog 4c"] = {"seconds": [t_bm25], **recall(cluster_texts, answers)}
+        (doc_ids, _), t_bm25 = timed(funnel.retrieve, q)
+        k = funnel.top_clusters
+        for suffix, f in self.funnels.items():
+            (kept, _), t_pre = timed(f.pre_rank, q, doc_ids)
+            row[f"prog {k}c->4d{suffix}"] = {"seconds": [t_bm25, t_pre], **recall([d.render() for d in kept[:4]],
+                                                                                   answers)}
+            passages = f.passages(kept)
+            started = time.perf_counter()
+            best, _ = best_k(f.post_scores(q, passages), 4)
+            t_post = time.perf_counter() - started
+            texts = [f"{passages[int(i)][0].title}\n{passages[int(i)][1]}" for i in best]
+            row[f"prog {k}c->8d->4p{suffix}"] = {"seconds": [t_bm25, t_pre, t_post], **recall(texts, answers),
+                                                 "passages": texts}
+        return row
+
+
+def answer(llm, e: Example, passages: list[str]) -> dict:
+    chunks = [Chunk(f"p{i}", t, "-", i, len(t.split())) for i, t in enumerate(passages)]
+    gen = generate_answer(llm, stage="generate", task="qa", variant="plain", question=e.question, chunks=chunks,
+                          choices=None, max_tokens=32)
+    return {"answer": gen.answer, **score(e, gen.answer), "seconds": gen.stage.seconds}
+
+
+def examples_of(path: Path) -> list[Example]:
+    return [e for e in load_dataset(path).examples if not {a.lower() for a in e.answers} & {"yes", "no"}]
+
+
+def run_dataset(name: str, args, post_ranker) -> list[dict]:
+    questions, corpus = DATASETS[name]
+    work = args.work / name
+    started = time.perf_counter()
+    manifest = build_index(load_corpus(corpus), work / "index", source=str(corpus), flat=True)
+    build_seconds = time.perf_counter() - started
+    index = CorpusIndex(work / "index")
+    examples = examples_of(questions)
+    test, train = examples[:args.test], examples[args.test:args.test + args.train]
+
+    model_dir = work / "distilled"
+    if not (model_dir / "model.safetensors").exists():
+        teacher = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(), post_ranker=post_ranker,
+                                  top_clusters=args.top_clusters)
+        labelled = collect_labels(teacher, train, work / LABELS_FILE)
+        train_pre_ranker(labelled, init=minilm_directory(), out=model_dir, epochs=args.epochs)
+    distill_log = json.loads((model_dir / "distill.json").read_text())
+
+    bench = Bench(index, post_ranker, CrossEncoderPreRanker(model_dir), args.top_clusters)
+    out = args.out / name
+    out.mkdir(parents=True, exist_ok=True)
+    rows_path = out / "rows.jsonl"
+    rows = read_rows(rows_path)
+    done = {r["example_id"] for r in rows}
+    strong = resolve(args.strong) if args.generate else None
+    with rows_path.open("a") as f:
+        for i, e in enumerate(tqdm([e for e in test if e.id not in done], desc=name, unit="question")):
+            row = {"example_id": e.id, "question": e.question, "answers": e.answers, "configs": bench.question(e)}
+            if len(done) + i < args.generate:
+                configs = row["configs"]
+                k = bench.funnels[""].top_clusters
+                row["generation"] = {c: answer(strong, e, configs[c]["passages"])
+                                     for c in ("flat 4p", f"prog {k}c->8d->4p", f"prog {k}c->8d->4p (distilled)")}
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            rows.append(row)
+    return [{"dataset": name, "documents": manifest.documents, "clusters": manifest.clusters,
+             "passages": manifest.passages, "index_build_seconds": round(build_seconds, 1),
+             "distillation": distill_log, "rows": rows}]
+
+
+def summarise(result: dict) -> dict:
+    rows = result["rows"]
+    configs = list(rows[0]["configs"])
+    table = {}
+    for c in configs:
+        cells = [r["configs"][c] for r in rows]
+        stages = np.mean([x["seconds"] for x in cells], axis=0)
+        table[c] = {"n": len(cells), "seconds": round(float(stages.sum()), 4),
+                    "stage_seconds": [round(float(s), 4) for s in stages],
+                    **{f"AR@{k}": round(100 * float(np.mean([x[f"AR@{k}"] for x in cells])), 1) for k in KS}}
+    generated = [r["generation"] for r in rows if "generation" in r]
+    gen = {c: {"n": len(generated), "EM": round(100 * float(np.mean([g[c]["em"] for g in generated])), 1),
+               "F1": round(100 * float(np.mean([g[c]["f1"] for g in generated])), 1)}
+           for c in (generated[0] if generated else {})}
+    return {k: v for k, v in result.items() if k != "rows"} | {"retrieval": table, "generation": gen}
+
+
+def markdown(summaries: list[dict]) -> str:
+    lines = []
+    for s in summaries:
+        lines += [f"### {s['dataset']}: {s['documents']} documents, {s['clusters']} clusters, "
+                  f"{s['passages']} passages", "",
+                  "| configuration | n | time per question, s (by stage) | AR@1 | AR@2 | AR@3 | AR@4 |",
+                  "|---|---|---|---|---|---|---|"]
+        for c, t in s["retrieval"].items():
+            stages = " + ".join(f"{x:.3f}" for x in t["stage_seconds"])
+            lines.append(f"| {c} | {t['n']} | {t['seconds']:.3f} ({stages}) | {t['AR@1']} | {t['AR@2']} | "
+                         f"{t['AR@3']} | {t['AR@4']} |")
+        if s["generation"]:
+            lines += ["", "| generator input | n | EM | F1 |", "|---|---|---|---|"]
+            lines += [f"| {c} | {g['n']} | {g['EM']} | {g['F1']} |" for c, g in s["generation"].items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default="hotpotqa,musique", help="comma-separated: " + ", ".join(DATASETS))
+    parser.add_argument("--test", type=int, default=40, help="held-out test questions per dataset")
+    parser.add_argument("--train", type=int, default=60, help="distillation questions per dataset")
+    parser.add_argument("--generate", type=int, default=20, help="test questions the strong model answers")
+    parser.add_argument("--top-clusters", type=int, help="stage 1 clusters [default: the funnel's, 5%% of them]")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--strong", default=DEFAULT_STRONG)
+    parser.add_argument("--post-ranker", default="bundled:qwen2.5-0.5b")
+    parser.add_argument("--work", type=Path, default=Path("benchmarks/out/funnel"), help="indexes and models")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/funnel"))
+    args = parser.parse_args()
+    names = [n.strip() for n in args.datasets.split(",")]
+    if not all(DATASETS[n][0].exists() for n in names):
+        parser.error(f"shared data not found under {DATA}")
+    post_ranker = load_post_ranker(args.post_ranker)
+    summaries = [summarise(r) for n in names for r in run_dataset(n, args, post_ranker)]
+    summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+               f"Python {platform.python_version()}", "args": {k: str(v) for k, v in vars(args).items()},
+               "results": summaries}
+    (args.out / "funnel_vs_flat.json").write_text(json.dumps(summary, indent=2))
+    (args.out / "funnel_vs_flat.md").write_text(markdown(summaries))
+    print(markdown(summaries))
+
+
+if __name__ == "__main__":
+    main()
