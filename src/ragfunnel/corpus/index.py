@@ -1,4 +1,4 @@
-"""A persistent corpus index: documents, their clusters (Algorithm 1) and BM25 over clusters.
+"""A persistent corpus index: documents, their clusters (Algorithm 1), BM25 over clusters and documents.
 
 An index directory holds plain files only, every one listed with its size and SHA-256 in
 ``manifest.json`` and checked when the index is opened:
@@ -8,6 +8,7 @@ An index directory holds plain files only, every one listed with its size and SH
 ``clusters.members.npy``     document indices of every cluster, concatenated
 ``clusters.offsets.npy``     where each cluster starts in ``clusters.members.npy`` (M+1 values)
 ``clusters.bm25/``           BM25 over the clusters' texts (bm25s arrays and JSON)
+``documents.bm25/``          BM25 over each document's title and text (DRAG/IterDRAG retrieval)
 ``flat.spans.npy``           with ``flat``: (document, first char, end char) of every passage of
                              ``passage_words`` words, the flat-retrieval baseline's units
 ``flat.vectors.npy``         with ``flat``: their MiniLM embeddings (float32, unit length)
@@ -38,7 +39,7 @@ from ragfunnel.types import Document
 
 log = logging.getLogger(__name__)
 
-FORMAT, VERSION = "ragfunnel-corpus-index", 1
+FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
 MANIFEST = "manifest.json"
 DEFAULT_CLUSTER_TOKENS = 4000
 
@@ -139,6 +140,8 @@ def build_index(
     np.save(tmp / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
     log.info("indexing %d clusters with BM25", len(clusters))
     BM25Index([cluster_text(docs, c) for c in clusters]).save(tmp / "clusters.bm25")
+    log.info("indexing %d documents with BM25", len(docs))
+    BM25Index([d.render() for d in docs]).save(tmp / "documents.bm25")
     n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
@@ -206,6 +209,7 @@ class CorpusIndex:
         self._cluster_offsets = np.load(self.root / "clusters.offsets.npy", mmap_mode="r")
         self._documents = (self.root / "documents.jsonl").open("rb")
         self.cluster_bm25 = BM25Index.load(self.root / "clusters.bm25")
+        self.document_bm25 = BM25Index.load(self.root / "documents.bm25")
         if self.manifest.passages:
             self._spans = np.load(self.root / "flat.spans.npy", mmap_mode="r")
             self._vectors = np.load(self.root / "flat.vectors.npy", mmap_mode="r")
@@ -226,6 +230,21 @@ class CorpusIndex:
     def cluster(self, c: int) -> list[int]:
         """Document indices of cluster ``c``."""
         return [int(i) for i in self._members[int(self._cluster_offsets[c]):int(self._cluster_offsets[c + 1])]]
+
+    def search_documents(self, question: str, k: int) -> list[tuple[Document, float]]:
+        """The ``k`` documents BM25 scores highest for ``question``, best first, with their scores.
+
+        Documents sharing no term with the question score 0 and are left out (they were not
+        retrieved by anything), so fewer than ``k`` may come back.
+        """
+        if k < 0:
+            raise ConfigError(f"the number of documents to retrieve must be >= 0, got {k}")
+        if not question.strip():
+            raise InputError("the search query is empty; pass a question")
+        if k == 0:
+            return []
+        best, scores = self.document_bm25.top_k(question, k)
+        return [(self.document(int(i)), float(s)) for i, s in zip(best, scores, strict=True) if s > 0]
 
     def passage(self, p: int) -> tuple[Document, str]:
         """The document flat passage ``p`` comes from, and the passage's text."""

@@ -26,6 +26,7 @@ class SamplingParams:
     top_k: int = 0
     stop: tuple[str, ...] = ()
     seed: int = 0
+    grammar: str | None = None  # GBNF text constraining the output, where the backend supports it
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -36,6 +37,8 @@ class SamplingParams:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ConfigError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+        if self.grammar is not None and not self.grammar.strip():
+            raise ConfigError("grammar is empty; pass GBNF text, or None for unconstrained output")
 
 
 @runtime_checkable
@@ -58,6 +61,7 @@ class LLM(Protocol):
         n: int = 1,
         stop: tuple[str, ...] = (),
         seed: int = 0,
+        grammar: str | None = None,
     ) -> list[list[Completion]]: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -93,11 +97,17 @@ class BaseLLM:
         n: int = 1,
         stop: tuple[str, ...] = (),
         seed: int = 0,
+        grammar: str | None = None,
     ) -> list[list[Completion]]:
-        """Return ``n`` completions for each prompt, in prompt order."""
+        """Return ``n`` completions for each prompt, in prompt order.
+
+        ``grammar`` (GBNF, as llama.cpp reads it) constrains every output where the backend can
+        enforce it (llama.cpp in-process, llama.cpp's server); other backends ignore it, so callers
+        still parse what comes back.
+        """
         if n < 1:
             raise ConfigError(f"n (samples per prompt) must be at least 1, got {n}")
-        params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed)
+        params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed, grammar)
         return [self._with_retries(prompt, params, n) for prompt in prompts]
 
     def count_tokens(self, text: str) -> int:

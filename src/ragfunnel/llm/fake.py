@@ -12,7 +12,8 @@ class FakeLLM(BaseLLM):
     """Replies from a function of the prompt; counts tokens as whitespace words.
 
     ``reply(prompt, sample_index) -> str``. Every call is recorded in ``calls`` as
-    ``(prompt, n)`` so tests can check what a method sent.
+    ``(prompt, n)`` so tests can check what a method sent, and its grammar (or None) in
+    ``grammars``, one entry per call.
     """
 
     def __init__(self, reply: Callable[[str, int], str], *, name: str = "fake", context_window: int = 4096):
@@ -21,6 +22,7 @@ class FakeLLM(BaseLLM):
         self._reply = reply
         self._window = context_window
         self.calls: list[tuple[str, int]] = []
+        self.grammars: list[str | None] = []
 
     @property
     def context_window(self) -> int:
@@ -28,6 +30,7 @@ class FakeLLM(BaseLLM):
 
     def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         self.calls.append((prompt, n))
+        self.grammars.append(params.grammar)
         outs = []
         for i in range(n):
             text = self._reply(prompt, i)

@@ -67,6 +67,7 @@ class LlamaCppLLM(BaseLLM):
         self._n_batch = n_batch
         self._llama: Any = None
         self._lock = threading.Lock()
+        self._grammars: dict[str, Any] = {}  # GBNF text -> compiled LlamaGrammar (parsing is not free)
 
     def warm_up(self) -> None:
         if self._llama is not None:
@@ -113,9 +114,29 @@ class LlamaCppLLM(BaseLLM):
         self.warm_up()
         return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
+    def _grammar(self, text: str | None) -> Any:
+        """The compiled form of GBNF ``text``, checked once per text.
+
+        llama-cpp-python only parses a grammar when it builds the sampler, and there a parse
+        error adds a null sampler to the chain; so parse it here first on the model's vocabulary.
+        """
+        if text is None:
+            return None
+        if text not in self._grammars:
+            import llama_cpp
+
+            sampler = llama_cpp.llama_sampler_init_grammar(self._llama._model.vocab, text.encode(), b"root")
+            if not sampler:
+                raise ConfigError(f"llama.cpp cannot parse the grammar {text[:80]!r}; fix the GBNF text "
+                                  "(it needs a 'root' rule)")
+            llama_cpp.llama_sampler_free(sampler)
+            self._grammars[text] = llama_cpp.LlamaGrammar.from_string(text, verbose=False)
+        return self._grammars[text]
+
     def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         self.warm_up()
         messages = [{"role": "user", "content": prompt}]
+        grammar = self._grammar(params.grammar)
         outs = []
         with self._lock:  # one Llama object decodes one sequence at a time
             for i in range(n):
@@ -130,6 +151,7 @@ class LlamaCppLLM(BaseLLM):
                         min_p=0.0,  # llama-cpp-python defaults to 0.05; keep plain top-p/top-k sampling
                         stop=list(params.stop) or None,
                         seed=params.seed + i,  # distinct samples; same seed would repeat the draw
+                        grammar=grammar,
                     )
                 except ValueError as e:
                     m = _TOO_LONG.search(str(e))

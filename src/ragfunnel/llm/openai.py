@@ -134,6 +134,9 @@ class OpenAICompatibleLLM(BaseLLM):
             body["top_k"] = params.top_k  # vLLM and llama.cpp accept it; others ignore it
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.grammar is not None:
+            # llama.cpp's server enforces it; vLLM ignores unknown fields; strict hosted APIs refuse them.
+            body["grammar"] = params.grammar
         if self.mode == "chat":
             body["messages"] = [{"role": "user", "content": prompt}]
         else:
