@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--train", type=int, default=60, help="distillation questions per dataset")
     parser.add_argument("--generate", type=int, default=20, help="test questions the strong model answers")
     parser.add_argument("--top-clusters", type=int, help="stage 1 clusters [default: the funnel's, 5%% of them]")
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--strong", default=DEFAULT_STRONG)
     parser.add_argument("--post-ranker", default="bundled:qwen2.5-0.5b")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/out/funnel"), help="indexes and models")

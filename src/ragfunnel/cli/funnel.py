@@ -33,12 +33,15 @@ def funnel() -> None:
 @click.option("--init", "init", metavar="PATH",
               help="Model to fine-tune: a cross-encoder directory or name [default: the bundled MiniLM weights "
                    "with a new scoring head].")
-@click.option("--epochs", type=int, default=2, show_default=True)
-@click.option("--lr", "learning_rate", type=float, default=3e-5, show_default=True, help="AdamW learning rate.")
+@click.option("--epochs", type=int, default=3, show_default=True)
+@click.option("--lr", "learning_rate", type=float, default=3e-5, show_default=True,
+              help="AdamW learning rate of the pre-trained weights.")
+@click.option("--head-lr", "head_learning_rate", type=float, default=1e-3, show_default=True,
+              help="Learning rate of weights new to the checkpoint (the scoring head on MiniLM).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
             top_clusters: int | None, top_documents: int, post_ranker: str, init: str | None, epochs: int,
-            learning_rate: float, seed: int) -> None:
+            learning_rate: float, head_learning_rate: float, seed: int) -> None:
     """Label the pre-ranker's documents with aggregated attention scores and train a cross-encoder (BPR).
 
     Load the result with `ragfunnel search DIR QUESTION --pre-ranker OUT`.
@@ -59,7 +62,7 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
                                 top_documents=top_documents)
     labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives)
     log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
-                           learning_rate=learning_rate, seed=seed)
+                           learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed)
     hits = sum(any(x.hits) for x in labelled)
     click.echo(f"{out_dir}: trained on {log.questions} of {len(labelled)} labelled questions ({hits} with an "
                f"answer-bearing document), {log.pairs} pairs, loss per epoch {log.epoch_loss}, {log.seconds:.0f}s")

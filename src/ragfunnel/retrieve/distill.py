@@ -146,17 +146,20 @@ class TrainingLog:
     pairs: int
     epochs: int
     learning_rate: float
+    head_learning_rate: float
     seed: int
     epoch_loss: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
 
-def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | Path, epochs: int = 2,
-                     learning_rate: float = 3e-5, seed: int = 0, progress: bool = True) -> TrainingLog:
+def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | Path, epochs: int = 3,
+                     learning_rate: float = 3e-5, head_learning_rate: float = 1e-3, seed: int = 0,
+                     progress: bool = True) -> TrainingLog:
     """Fine-tune a cross-encoder from ``init`` on the labels with BPR; save it to ``out``.
 
     ``init`` is a cross-encoder, or an encoder such as the bundled MiniLM whose classification
-    head then starts from seeded random weights.
+    head then starts from seeded random weights; weights new to the checkpoint train at
+    ``head_learning_rate`` (a random head learns nothing in a few hundred steps at the encoder's rate).
     """
     import torch
     from tqdm.auto import tqdm
@@ -168,8 +171,9 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
     if not usable:
         raise InputError("no labelled question has both a positive and a negative document; label more questions "
                          "(or lower --top-positives)")
-    if epochs < 1 or learning_rate <= 0:
-        raise ConfigError(f"epochs must be >= 1 and the learning rate > 0, got {epochs} and {learning_rate}")
+    if epochs < 1 or min(learning_rate, head_learning_rate) <= 0:
+        raise ConfigError(f"epochs must be >= 1 and learning rates > 0, got {epochs}, {learning_rate}, "
+                          f"{head_learning_rate}")
     torch.manual_seed(seed)
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # a new classification head is expected here, not worth a warning
@@ -178,9 +182,12 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
     finally:
         hf_logging.set_verbosity(verbosity)
     model = ranker.model
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
+    new = [p for n, p in model.named_parameters() if n in ranker.new_parameters]
+    pretrained = [p for n, p in model.named_parameters() if n not in ranker.new_parameters]
+    optimizer = torch.optim.AdamW([{"params": pretrained, "lr": learning_rate},
+                                   {"params": new, "lr": head_learning_rate}])
     pairs = sum(sum(x.positive) * (len(x.positive) - sum(x.positive)) for x in usable)
-    log_ = TrainingLog(str(init), len(usable), pairs, epochs, learning_rate, seed)
+    log_ = TrainingLog(str(init), len(usable), pairs, epochs, learning_rate, head_learning_rate, seed)
     order = random.Random(seed)
     started = time.perf_counter()
     model.train()

@@ -62,8 +62,11 @@ class CrossEncoderPreRanker:
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), local_files_only=local)
         # num_labels=1 turns a plain encoder (or a two-class model) into a one-logit scorer to train.
         head = {"num_labels": num_labels} if num_labels else {}
-        self.model = transformers.AutoModelForSequenceClassification.from_pretrained(
-            str(model), local_files_only=local, **head)
+        self.model, loading = transformers.AutoModelForSequenceClassification.from_pretrained(
+            str(model), local_files_only=local, output_loading_info=True, **head)
+        # Weights the checkpoint did not hold (a new scoring head): training gives them a larger step.
+        self.new_parameters = {*loading["missing_keys"], *(k[0] if isinstance(k, tuple) else k
+                                                          for k in loading["mismatched_keys"])}
         self.model.eval()
 
     def logits(self, question: str, documents: list[Document]):
