@@ -56,15 +56,29 @@ def method_options(command: Callable) -> Callable:
     return command
 
 
+# Methods over a corpus index, and the `ask` options each takes.
+CORPUS_METHODS = {
+    "funnel": {"strong"},
+    "drag": {"strong", "documents", "shots", "demonstrations"},
+    "iterdrag": {"strong", "documents", "shots", "demonstrations", "iterations"},
+}
+
+
 @main.command()
 @click.argument("question")
 @click.option("--context", "context_path", metavar="FILE", help="UTF-8 text file to answer from; '-' reads stdin.")
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
-              help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel.")
-@click.option("--method", type=click.Choice([*METHODS, "funnel"]),
+              help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
+@click.option("--method", type=click.Choice([*METHODS, *CORPUS_METHODS]),
               help="fb-f: FB-RAG forward only; fb: forward+backward; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
-                   f"funnel: FunnelRAG over --index [default: {DEFAULT_METHOD} with --context, funnel with --index].")
+                   "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "
+                   f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, funnel with --index].")
+@click.option("--documents", type=int, help="drag/iterdrag: documents k per retrieval [default: 5].")
+@click.option("--shots", type=int, help="drag/iterdrag: demonstrations m, from --demonstrations [default: 0].")
+@click.option("--demonstrations", type=click.Path(path_type=Path),
+              help="drag/iterdrag: demonstrations file (`ragfunnel scale demos`).")
+@click.option("--iterations", type=int, help="iterdrag: most follow-up steps n [default: 5].")
 @click.option("--task", type=click.Choice(list(TASKS)), default="qa", show_default=True,
               help="Prompt family: short answer, multi-hop, query-based summary or multiple choice.")
 @click.option("--choice", "choices", multiple=True, metavar="TEXT",
@@ -79,19 +93,13 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
         raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
                           "not both or neither")
     if index_dir is not None:
-        if (method or "funnel") != "funnel":
-            raise ConfigError(f"--index answers with --method funnel; {method} reads a --context")
-        unknown = sorted(set(options) - {"strong"})
-        if unknown:
-            flags = ", ".join("--" + u.replace("_", "-") for u in unknown)
-            raise ConfigError(f"--method funnel does not take {flags}; it takes --strong "
-                              "(see `ragfunnel search --help` for the retrieval options)")
-        from ragfunnel.methods.funnel import FunnelRAG
-
-        prediction = FunnelRAG(index_dir, task=task, **options).run(question, choices=list(choices) or None)
+        prediction = _ask_corpus(question, index_dir, method or "funnel", task, options, choices)
     else:
-        if method == "funnel":
-            raise ConfigError("--method funnel answers from a corpus index; pass --index DIR instead of --context")
+        if method in CORPUS_METHODS:
+            raise ConfigError(f"--method {method} answers from a corpus index; pass --index DIR instead of --context")
+        scaling = sorted({"documents", "shots", "demonstrations", "iterations"} & set(options))
+        if scaling:
+            raise ConfigError(f"--{scaling[0]} goes with --index and --method drag or iterdrag")
         context = read_context(context_path)
         prediction = make_method(method or DEFAULT_METHOD, task=task, **options).run(
             question, context, choices=list(choices) or None)
@@ -100,6 +108,28 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
     else:
         click.echo(prediction.answer)
         click.echo(_summary(prediction), err=True)
+
+
+def _ask_corpus(question: str, index_dir: Path, method: str, task: str, options: dict[str, Any],
+                choices: tuple[str, ...]) -> Prediction:
+    if method not in CORPUS_METHODS:
+        raise ConfigError(f"--index answers with --method {', '.join(CORPUS_METHODS)}; {method} reads a --context")
+    unknown = sorted(set(options) - CORPUS_METHODS[method])
+    if unknown:
+        flags = ", ".join("--" + u.replace("_", "-") for u in unknown)
+        valid = ", ".join("--" + o for o in sorted(CORPUS_METHODS[method]))
+        raise ConfigError(f"--method {method} does not take {flags}; it takes {valid}")
+    if method == "funnel":
+        from ragfunnel.methods.funnel import FunnelRAG
+
+        return FunnelRAG(index_dir, task=task, **options).run(question, choices=list(choices) or None)
+    if method == "drag":
+        from ragfunnel.methods.drag import DRAG as corpus_method
+    else:
+        from ragfunnel.methods.iterdrag import IterDRAG as corpus_method
+    if "strong" in options:
+        options["llm"] = options.pop("strong")
+    return corpus_method(index=index_dir, task=task, **options).run(question)
 
 
 def _summary(prediction: Prediction) -> str:

@@ -236,6 +236,41 @@ def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
     click.echo(f"wrote {run_dir / SUMMARY_FILE} and {plot}", err=True)
 
 
+@scale.command(short_help="Make DRAG or IterDRAG demonstrations from training questions.")
+@click.argument("dataset", type=click.Path(path_type=Path))
+@click.option("--index", "index_dir", required=True, type=click.Path(path_type=Path),
+              help="Corpus index to retrieve each demonstration's documents from.")
+@click.option("--out", "out", required=True, type=click.Path(path_type=Path),
+              help="Demonstrations file (JSON Lines) to write; iterdrag appends as it goes and resumes.")
+@click.option("--strategy", type=click.Choice(["drag", "iterdrag"]), default="drag", show_default=True,
+              help="drag: question, answer and retrieved documents; iterdrag: self-ask chains the model writes, "
+                   "kept only when the final answer holds a reference answer.")
+@click.option("--documents", type=int, default=5, show_default=True, help="Documents k stored per retrieval.")
+@click.option("--iterations", type=int, default=5, show_default=True, help="iterdrag: most follow-up steps.")
+@click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
+              help="iterdrag: the model that writes the chains.")
+@click.option("--limit", type=int, help="Only the first N questions.")
+def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: int, iterations: int, model: str,
+          limit: int | None) -> None:
+    """Write demonstrations for `ragfunnel scale grid` and `ragfunnel ask --method drag|iterdrag`."""
+    from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.eval.datasets import load_dataset
+    from ragfunnel.scaling.demonstrations import (
+        generate_iterdrag_demonstrations,
+        make_drag_demonstrations,
+        save_demonstrations,
+    )
+
+    examples = load_dataset(dataset, limit=limit).examples
+    index = CorpusIndex(index_dir)
+    if strategy == "drag":
+        made = make_drag_demonstrations(examples, index, documents)
+        save_demonstrations(made, out)
+    else:
+        made = generate_iterdrag_demonstrations(examples, index, model, documents, iterations, out=out)
+    click.echo(f"{out}: {len(made)} {strategy} demonstrations from {len(examples)} questions")
+
+
 @scale.command(short_help="Write the optimal-performance table and quality-vs-context plot of a grid run.")
 @click.argument("run_dir", type=click.Path(path_type=Path))
 @click.option("--budgets", help="Token budgets L_max, like 2k,4k,16k [default: the grid's --budgets].")
