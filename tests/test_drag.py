@@ -159,7 +159,7 @@ def always_asks(prompt, i):
         return "Gull Rock"
     if last.startswith("Follow up:"):
         return "Intermediate answer: somewhere"
-    return "Follow up: Where is Gull Rock?"
+    return f"Follow up: Where is Gull Rock, question {prompt.count('Intermediate answer: somewhere') + 1}?"
 
 
 def test_iterdrag_forces_the_final_answer_after_n_follow_ups(index):
@@ -183,6 +183,15 @@ def test_iterdrag_a_reply_that_breaks_the_chain_forces_the_final_answer(index, s
     # the unanswered follow-up is not shown to the forced call, but its documents stay
     assert llm.calls[-1][0].endswith(f"Question: {QUESTION}\n{FINAL}")
     assert p.trace.stages[-1].detail["forced"] is True
+
+
+def test_iterdrag_a_repeated_follow_up_forces_the_final_answer(index):
+    llm = scripted("Follow up: Who kept the Gull Rock light?", "Intermediate answer: Martha Quill",
+                   "Follow up: who kept the Gull Rock light", "So the final answer is: Port Ellis")
+    p = IterDRAG(index=index, llm=llm, documents=1).run(QUESTION)
+    assert [s.name for s in p.trace.stages] == ["retrieve", "step1", "step2", "step3", "final"]
+    assert p.trace.stage("step3").detail["broke_chain"] is True and "query" not in p.trace.stage("step3").detail
+    assert p.trace.stages[-1].detail["follow_ups"] == 1
 
 
 def test_iterdrag_a_direct_final_answer_takes_one_call(index):

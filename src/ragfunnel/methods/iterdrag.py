@@ -4,9 +4,9 @@ Self-ask over a corpus index. Each LLM call writes one line: a follow-up questio
 intermediate answer to the last follow-up, or the final answer (a GBNF grammar holds the model
 to the line the chain allows, and the parser copes where the backend ignores it). A follow-up
 retrieves ``documents`` more documents, merged into the context without repeats, and the next
-call must answer it. After ``iterations`` follow-ups, or a reply that breaks the chain, the
-final answer is asked for outright. Every call's input tokens count toward the effective context
-length (``prediction.trace.input_tokens``).
+call must answer it. After ``iterations`` follow-ups, or a reply that breaks the chain (empty,
+out of turn, or a follow-up already answered), the final answer is asked for outright. Every
+call's input tokens count toward the effective context length (``prediction.trace.input_tokens``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
+from ragfunnel.eval.metrics import normalize_answer
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question
@@ -56,6 +57,10 @@ class SelfAskChain:
     context: list[ScoredChunk]  # every document of the last call, in the order shown
     final: Generation  # the call that gave the final answer
     trace: Trace
+
+
+def _repeats(follow_up: str, steps: list[SelfAskStep]) -> bool:
+    return normalize_answer(follow_up) in {normalize_answer(s.follow_up) for s in steps}
 
 
 class IterDRAG:
@@ -128,14 +133,15 @@ class IterDRAG:
             if pending is not None and step.kind == "intermediate" and step.text:
                 steps.append(SelfAskStep(pending.follow_up, step.text, pending.documents))
                 pending = None
-            elif pending is None and step.kind == "follow_up" and step.text:
+            elif pending is None and step.kind == "follow_up" and step.text and not _repeats(step.text, steps):
                 pending = self._follow_up(step.text, batches, scores, stage)
                 asked += 1
             else:
-                # Empty, or out of turn (no grammar held the model): the chain cannot go on.
+                # Empty, out of turn (no grammar held the model), or a follow-up already answered
+                # (it would retrieve the same documents and get the same answer): the chain is stuck.
                 log.warning("iterdrag: %s wrote %r where the chain allows %s; asking for the final answer",
                             llm.name, completion.text[:80], "an intermediate answer" if pending else
-                            "a follow-up or the final answer")
+                            "a new follow-up or the final answer")
                 stage.detail["broke_chain"] = True
                 break
         context = display_order(batches)
