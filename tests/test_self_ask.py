@@ -122,6 +122,9 @@ def test_drag_prompt_puts_shots_then_test_documents_then_question():
 def test_drag_prompt_without_documents_or_shots_is_plain_qa():
     prompt = drag_prompt("Who kept the light?", [], [], style="Be short.")
     assert prompt == "You answer questions from what you know.\n\nBe short.\n\nQuestion: Who kept the light?\nAnswer:"
+    many_shot = drag_prompt("Who kept the light?", [], [Shot("Who built it?", "masons")], style="Be short.")
+    assert "document" not in many_shot.lower()
+    assert many_shot.index("Question: Who built it?\nAnswer: masons") < many_shot.index("Now the question to answer.")
 
 
 def test_iterdrag_prompt_shows_chains_and_ends_where_the_next_step_goes():

@@ -97,6 +97,8 @@ def render_documents(documents: Sequence[Document]) -> str:
 
 
 _QA_INTRO = "You answer questions from what you know."
+_QA_SHOTS = "Worked examples come first, each a question and its answer."
+_QA_TASK = "Now the question to answer."
 _DRAG_INTRO = "You answer questions with the help of documents found by a search engine; some may not be relevant."
 _DRAG_SHOTS = "Worked examples come first. Each lists its documents, then a question and its answer."
 _DRAG_TASK = "Now the question to answer, after its own documents."
@@ -126,12 +128,15 @@ def drag_prompt(question: str, documents: Sequence[Document], shots: Sequence[Sh
     ``documents`` and every shot's documents are in display order (see :func:`display_order`);
     ``style`` says how the answer should look (the task's answer style).
     """
-    # With no documents anywhere (k = 0) this is plain QA, and the instruction says so.
-    intro = _DRAG_INTRO if documents or any(shot.documents for shot in shots) else _QA_INTRO
-    lines = [f"{intro} {_DRAG_SHOTS}" if shots else intro, ""]
+    # With no documents anywhere (k = 0) this is plain or many-shot QA, and the instruction says so.
+    if documents or any(shot.documents for shot in shots):
+        intro, shots_note, task = _DRAG_INTRO, _DRAG_SHOTS, _DRAG_TASK
+    else:
+        intro, shots_note, task = _QA_INTRO, _QA_SHOTS, _QA_TASK
+    lines = [f"{intro} {shots_note}" if shots else intro, ""]
     for shot in shots:
         lines += [*_block(shot.documents, shot.question), f"Answer: {shot.answer}", ""]
-    lines += [f"{_DRAG_TASK} {style}" if shots else style, "", *_block(documents, question), "Answer:"]
+    lines += [f"{task} {style}" if shots else style, "", *_block(documents, question), "Answer:"]
     return "\n".join(lines)
 
 
