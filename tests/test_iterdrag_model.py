@@ -2,7 +2,8 @@
 
 The end-to-end test answers a real HotpotQA bridge question over an index built from a slice of
 the shared HotpotQA corpus: the question's own ten paragraphs (its two supporting paragraphs
-among them) and those of the demonstration's question.
+among them) and another question's ten as distractors. No demonstrations: the prompt stays
+near 400 tokens, which keeps the test within a couple of minutes on two cores.
 """
 
 import time
@@ -15,28 +16,21 @@ from ragfunnel.errors import ConfigError
 from ragfunnel.llm import resolve
 from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.prompts.self_ask import FINAL, FOLLOW_UP, INTERMEDIATE, INTERMEDIATE_GRAMMAR, STEP_GRAMMAR
-from ragfunnel.scaling.demonstrations import Demonstration, SelfAskStep
 from tests.conftest import HOTPOT
 
 pytestmark = pytest.mark.model
 
 CORPUS = HOTPOT.parent / "hotpotqa_train_corpus.json"
 QUESTION = 13  # "At the 2011 census, what was he population of the city where Kerry Saxby-Junna was born?"
-DEMO = 27  # "From 1945-1949 Dick Humbert played for an NFL team based in what state?"
-# A self-ask chain written for the demonstration question (its documents come from the index).
-DEMONSTRATION = Demonstration(
-    "From 1945-1949 Dick Humbert played for an NFL team based in what state?", "Pennsylvania",
-    steps=(SelfAskStep("Which NFL team did Dick Humbert play for from 1945 to 1949?", "the Philadelphia Eagles"),
-           SelfAskStep("In which state are the Philadelphia Eagles based?", "Pennsylvania")))
+DISTRACTORS = 27  # "From 1945-1949 Dick Humbert played for an NFL team based in what state?"
 
 
 @pytest.fixture(scope="module")
 def hotpot_index(hotpot_examples, tmp_path_factory):
     if not CORPUS.exists():
         pytest.skip(f"shared corpus not found at {CORPUS}")
-    example, demo = hotpot_examples[QUESTION], hotpot_examples[DEMO]
-    assert demo["question"] == DEMONSTRATION.question
-    titles = {title for e in (example, demo) for title, _ in e["context"]}
+    example = hotpot_examples[QUESTION]
+    titles = {title for e in (example, hotpot_examples[DISTRACTORS]) for title, _ in e["context"]}
     docs = [d for d in load_corpus(CORPUS) if d.title in titles]
     assert {title for title, _ in example["supporting_facts"]} <= {d.title for d in docs}
     root = tmp_path_factory.mktemp("hotpot") / "ix"
@@ -46,8 +40,7 @@ def hotpot_index(hotpot_examples, tmp_path_factory):
 
 def test_iterdrag_end_to_end_follows_up_and_grows_its_context(hotpot_index):
     index, example = hotpot_index
-    method = IterDRAG(index=index, llm="bundled:qwen2.5-1.5b", documents=2, shots=1,
-                      demonstrations=[DEMONSTRATION], iterations=2, max_tokens=32)
+    method = IterDRAG(index=index, llm="bundled:qwen2.5-1.5b", documents=2, iterations=2, max_tokens=32)
     started = time.perf_counter()
     p = method.run(example["question"])
     seconds = time.perf_counter() - started
