@@ -32,7 +32,7 @@ import numpy as np
 from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.retrieve.bm25 import BM25Index, TokenIds, index_token_ids, tokenize_ids
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document
@@ -79,7 +79,10 @@ def check_documents(docs: list[Document]) -> None:
 def content_sha256(docs: list[Document]) -> str:
     digest = hashlib.sha256()
     for d in docs:
-        digest.update(json.dumps([d.id, d.title, d.text, list(d.links)], ensure_ascii=False).encode())
+        fields = [f.encode() for f in (d.id, d.title, d.text, *d.links)]
+        # A header of the fields' byte lengths (so also their count) makes the stream unambiguous:
+        # no two different corpora hash the same bytes. Cheaper than one json.dumps per document.
+        digest.update(" ".join(str(len(f)) for f in fields).encode() + b"\n" + b"".join(fields))
     return digest.hexdigest()
 
 
@@ -138,10 +141,13 @@ def build_index(
     members = np.fromiter((i for c in clusters for i in c), dtype=np.int64, count=len(docs))
     np.save(tmp / "clusters.members.npy", members)
     np.save(tmp / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
+    log.info("tokenising %d documents", len(docs))
+    tokens = document_tokens(docs)
     log.info("indexing %d clusters with BM25", len(clusters))
-    BM25Index([cluster_text(docs, c) for c in clusters]).save(tmp / "clusters.bm25")
+    # A cluster's text (cluster_text) is its documents' joined by blank lines, so its tokens are theirs.
+    _write_bm25(tokens.joined(clusters), tmp / "clusters.bm25")
     log.info("indexing %d documents with BM25", len(docs))
-    BM25Index([d.render() for d in docs]).save(tmp / "documents.bm25")
+    _write_bm25(tokens, tmp / "documents.bm25")
     n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
@@ -160,6 +166,15 @@ def build_index(
 
 def cluster_text(docs: list[Document], members: list[int]) -> str:
     return "\n\n".join(docs[i].render() for i in members)
+
+
+def document_tokens(docs: list[Document]) -> TokenIds:
+    """Every document's rendered title and text, tokenised once for both BM25 indexes."""
+    return tokenize_ids(d.render() for d in docs)
+
+
+def _write_bm25(tokens: TokenIds, directory: Path) -> None:
+    index_token_ids(tokens).save(directory)
 
 
 def _write_flat(docs: list[Document], root: Path, passage_words: int) -> int:
