@@ -132,7 +132,7 @@ class PhaseTimer:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
-        self._saved: dict[str, object] = {}
+        self._saved: dict[tuple[object, str], object] = {}  # (module or class, attribute) -> original
 
     def wrap(self, name: str, phase: str) -> None:
         original = getattr(corpus_index, name)
@@ -145,32 +145,39 @@ class PhaseTimer:
             finally:
                 self.seconds[phase] += time.perf_counter() - started
 
-        self._saved[name] = original
+        self._saved[corpus_index, name] = original
         setattr(corpus_index, name, timed)
 
     def wrap_bm25(self, phases: list[str]) -> None:
-        """BM25Index is built twice, over clusters then over documents: time each build and save."""
-        original = corpus_index.BM25Index
-        timer, builds = self, iter(phases)
+        """Two BM25 indexes are written, over clusters then over documents, from tokens made once:
+        time each write, and the joining of document tokens into cluster tokens with the first."""
+        write, joined = corpus_index._write_bm25, corpus_index.TokenIds.joined
+        timer, writes = self, iter(phases)
 
-        class TimedBM25(original):
-            def __init__(self, texts, **kwargs):
-                self._phase = next(builds)
-                started = time.perf_counter()
-                super().__init__(texts, **kwargs)
-                timer.seconds[self._phase] += time.perf_counter() - started
+        def timed_write(tokens, directory):
+            phase = next(writes)
+            started = time.perf_counter()
+            try:
+                return write(tokens, directory)
+            finally:
+                timer.seconds[phase] += time.perf_counter() - started
 
-            def save(self, directory):
-                started = time.perf_counter()
-                super().save(directory)
-                timer.seconds[self._phase] += time.perf_counter() - started
+        @functools.wraps(joined)
+        def timed_joined(tokens, groups):
+            started = time.perf_counter()
+            try:
+                return joined(tokens, groups)
+            finally:
+                timer.seconds[phases[0]] += time.perf_counter() - started
 
-        self._saved["BM25Index"] = original
-        corpus_index.BM25Index = TimedBM25
+        self._saved[corpus_index, "_write_bm25"] = write
+        self._saved[corpus_index.TokenIds, "joined"] = joined
+        corpus_index._write_bm25 = timed_write
+        corpus_index.TokenIds.joined = timed_joined
 
     def restore(self) -> None:
-        for name, original in self._saved.items():
-            setattr(corpus_index, name, original)
+        for (owner, name), original in self._saved.items():
+            setattr(owner, name, original)
 
 
 def rss_peak_bytes() -> int:
@@ -202,7 +209,7 @@ def timed_build(docs: list[Document], out: Path) -> tuple[dict, dict[str, float]
     timer.wrap("relation_graph", "relation graph")
     timer.wrap("approx_tokens", "document sizes")
     timer.wrap("cluster_documents", "clustering")
-    timer.wrap("cluster_text", "BM25 over clusters")
+    timer.wrap("document_tokens", "tokenise documents (once, for both BM25)")
     timer.wrap_bm25(["BM25 over clusters", "BM25 over documents"])
     timer.wrap("_listing", "manifest checksums")
     shutil.rmtree(out, ignore_errors=True)
