@@ -98,6 +98,30 @@ class Generation:
     stage: StageTrace
 
 
+def timed_call(
+    llm: LLM,
+    prompt: str,
+    *,
+    stage: str,
+    max_tokens: int,
+    grammar: str | None = None,
+    stop: tuple[str, ...] = (),
+) -> tuple[Completion, StageTrace]:
+    """One greedy call and its stage record (tokens, seconds, model, finish reason)."""
+    started = time.perf_counter()
+    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar)[0][0]
+    trace = StageTrace(
+        name=stage,
+        seconds=time.perf_counter() - started,
+        llm_seconds=completion.seconds,
+        input_tokens=completion.prompt_tokens,
+        output_tokens=completion.completion_tokens,
+        n_out=1,
+        detail={"model": llm.name, "finish_reason": completion.finish_reason},
+    )
+    return completion, trace
+
+
 def generate_answer(
     llm: LLM,
     *,
@@ -111,23 +135,14 @@ def generate_answer(
     detail: dict | None = None,
 ) -> Generation:
     """Greedy answer from ``llm`` over ``chunks`` (already in the order to show)."""
-    started = time.perf_counter()
     log.info("%s: %s reads %d chunk(s) and answers", stage, llm.name, len(chunks))
     prompt = build_prompt(task, variant, question=question, context=join_chunks(chunks), choices=choices)
-    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0)[0][0]
+    completion, trace = timed_call(llm, prompt, stage=stage, max_tokens=max_tokens)
     answer = clean_answer(completion.text, first_line=task != "summary")
     if not answer:
         log.warning("%s returned an empty answer", llm.name)
-    trace = StageTrace(
-        name=stage,
-        seconds=time.perf_counter() - started,
-        llm_seconds=completion.seconds,
-        input_tokens=completion.prompt_tokens,
-        output_tokens=completion.completion_tokens,
-        n_in=len(chunks),
-        n_out=1,
-        detail={"model": llm.name, "finish_reason": completion.finish_reason, **(detail or {})},
-    )
+    trace.n_in = len(chunks)
+    trace.detail.update(detail or {})
     return Generation(answer, completion, trace)
 
 

@@ -18,12 +18,12 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question
+from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question, timed_call
 from ragfunnel.prompts import clean_answer
 from ragfunnel.prompts.self_ask import Shot, display_order, drag_prompt
 from ragfunnel.prompts.templates import TASKS, check_task
 from ragfunnel.scaling.demonstrations import Demonstration, check_shots, load_demonstrations
-from ragfunnel.types import Chunk, Completion, Document, Prediction, ScoredChunk, StageTrace
+from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, StageTrace
 
 log = logging.getLogger(__name__)
 
@@ -55,30 +55,6 @@ def check_options(
     demos = load_demonstrations(demonstrations) if isinstance(demonstrations, str | Path) else list(demonstrations)
     return Options(index if isinstance(index, CorpusIndex) else CorpusIndex(index), documents,
                    check_shots(demos, shots), task)
-
-
-def timed_call(
-    llm: LLM,
-    prompt: str,
-    *,
-    stage: str,
-    max_tokens: int,
-    grammar: str | None = None,
-    stop: tuple[str, ...] = (),
-) -> tuple[Completion, StageTrace]:
-    """One greedy call and its stage record (tokens, seconds, model, finish reason)."""
-    started = time.perf_counter()
-    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar)[0][0]
-    trace = StageTrace(
-        name=stage,
-        seconds=time.perf_counter() - started,
-        llm_seconds=completion.seconds,
-        input_tokens=completion.prompt_tokens,
-        output_tokens=completion.completion_tokens,
-        n_out=1,
-        detail={"model": llm.name, "finish_reason": completion.finish_reason},
-    )
-    return completion, trace
 
 
 def as_chunks(documents: Sequence[Document], scores: dict[str, float]) -> list[ScoredChunk]:

@@ -22,8 +22,8 @@ from ragfunnel.errors import ConfigError
 from ragfunnel.eval.metrics import normalize_answer
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question
-from ragfunnel.methods.drag import as_chunks, check_options, timed_call
+from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question, timed_call
+from ragfunnel.methods.drag import as_chunks, check_options
 from ragfunnel.prompts.self_ask import (
     FINAL_GRAMMAR,
     INTERMEDIATE_GRAMMAR,
