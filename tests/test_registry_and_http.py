@@ -60,11 +60,17 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
     """Fails with 503 ``fail_first`` times, then answers like an OpenAI server with one choice."""
 
     fail_first = 0
+    refuse_grammar = False
     seen: list[dict] = []
 
     def do_POST(self):  # noqa: N802 - http.server's naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append(body)
+        if "grammar" in body and type(self).refuse_grammar:
+            self.send_response(400)
+            self.end_headers()
+            self.wfile.write(b"Unrecognized request argument supplied: grammar")
+            return
         if len(type(self).seen) <= type(self).fail_first:
             self.send_response(503)
             self.end_headers()
@@ -84,7 +90,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def flaky_server():
-    _Flaky.seen = []
+    _Flaky.seen, _Flaky.refuse_grammar = [], False
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
@@ -115,3 +121,12 @@ def test_server_ignoring_n_gets_follow_up_requests(flaky_server):
     assert [o.text for o in outs] == ["ok 1", "ok 2", "ok 3"]
     assert [b["n"] for b in _Flaky.seen] == [3, 2, 1]
     assert [b["seed"] for b in _Flaky.seen] == [10, 11, 12]  # each request draws new samples
+
+
+def test_a_server_that_refuses_grammars_is_asked_again_without_one(flaky_server):
+    _Flaky.refuse_grammar = True
+    llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m")
+    (first,) = llm.generate(["hi"], grammar='root ::= "Follow up: " [a-z]+')
+    (second,) = llm.generate(["again"], grammar='root ::= "x"')
+    assert [first[0].text, second[0].text] == ["ok 2", "ok 3"]
+    assert ["grammar" in b for b in _Flaky.seen] == [True, False, False]

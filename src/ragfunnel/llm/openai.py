@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from typing import Any
 
@@ -15,7 +16,8 @@ log = logging.getLogger(__name__)
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
 _DEFAULT_WINDOW = 8192
-_CHARS_PER_TOKEN = 4  # only when the server exposes no tokenizer; logged once as an estimate
+_CHARS_PER_TOKEN = 4
+_REFUSED = re.compile(r"HTTP (400|422)\b")  # only when the server exposes no tokenizer; logged once as an estimate
 
 
 class OpenAICompatibleLLM(BaseLLM):
@@ -50,6 +52,7 @@ class OpenAICompatibleLLM(BaseLLM):
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
         self._window = context_window
         self._tokenize_route: str | None = None
+        self._send_grammar = True  # until the server refuses the field
         self._client: Any = None
 
     def warm_up(self) -> None:
@@ -98,7 +101,16 @@ class OpenAICompatibleLLM(BaseLLM):
             want = n - len(completions)
             started = time.perf_counter()
             body = self._request_body(prompt, params, want, seed=params.seed + len(completions))
-            reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body)
+            try:
+                reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body)
+            except BackendUnavailable as e:
+                if "grammar" not in body or not _REFUSED.search(str(e)):
+                    raise
+                # A strict API (api.openai.com) rejects the unknown field: go on without it; the
+                # callers that constrain a reply with a grammar also parse unconstrained replies.
+                log.warning("%s refused the 'grammar' field; sending requests without it", self.name)
+                self._send_grammar = False
+                continue
             seconds = time.perf_counter() - started
             choices = reply.get("choices") or []
             if not choices:
@@ -134,7 +146,7 @@ class OpenAICompatibleLLM(BaseLLM):
             body["top_k"] = params.top_k  # vLLM and llama.cpp accept it; others ignore it
         if params.stop:
             body["stop"] = list(params.stop)
-        if params.grammar is not None:
+        if params.grammar is not None and self._send_grammar:
             # llama.cpp's server enforces it; vLLM ignores unknown fields; strict hosted APIs refuse them.
             body["grammar"] = params.grammar
         if self.mode == "chat":
