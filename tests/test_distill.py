@@ -59,7 +59,9 @@ def test_labels_are_collected_once_per_question_and_resume(tmp_path):
     path = tmp_path / "labels.jsonl"
     first = collect_labels(retriever, examples[:1], path, top_k=1, progress=False)
     (q1,) = first
-    assert len(q1.titles) == 3 and q1.hits[q1.titles.index("Martha Quill")]
+    # The three documents the pre-ranker kept, then the fourth of the retrieved clusters as an easy negative.
+    assert len(q1.titles) == 4 and q1.hits[q1.titles.index("Martha Quill")]
+    assert q1.scores[3] is None and q1.positive[3] is False and all(s is not None for s in q1.scores[:3])
     assert sum(q1.positive) >= 1 and not all(q1.positive)
     with path.open("a") as f:
         f.write('{"example_id": "q2", "quest')  # killed mid-write

@@ -25,6 +25,9 @@ def funnel() -> None:
               help="Document score = alpha * best passage + (1 - alpha) * mean passage.")
 @click.option("--top-positives", type=int, default=2, show_default=True,
               help="Documents with the K best aggregated scores are positives (with every answer-bearing one).")
+@click.option("--easy-negatives", type=int, default=8, show_default=True,
+              help="Also label this many other documents of the retrieved clusters (negatives unless they hold "
+                   "an answer), so the new scorer sees unrelated documents too.")
 @click.option("--top-clusters", type=int, help="Funnel stage 1 clusters [default: 5% of them, 4..80].")
 @click.option("--top-documents", type=int, default=8, show_default=True,
               help="Documents the pre-ranker keeps, and so the ones labelled per question.")
@@ -40,6 +43,7 @@ def funnel() -> None:
               help="Learning rate of weights new to the checkpoint (the scoring head on MiniLM).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
+            easy_negatives: int,
             top_clusters: int | None, top_documents: int, post_ranker: str, init: str | None, epochs: int,
             learning_rate: float, head_learning_rate: float, seed: int) -> None:
     """Label the pre-ranker's documents with aggregated attention scores and train a cross-encoder (BPR).
@@ -60,7 +64,8 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
     retriever = FunnelRetriever(CorpusIndex(index_dir), pre_ranker=BiEncoderPreRanker(),
                                 post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
                                 top_documents=top_documents)
-    labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives)
+    labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives,
+                              easy_negatives=easy_negatives)
     log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
                            learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed)
     hits = sum(any(x.hits) for x in labelled)

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ALPHA = 0.75  # the paper's suggestion: mostly the best passage, partly the document's average
 DEFAULT_TOP_POSITIVES = 2
+DEFAULT_EASY_NEGATIVES = 8  # documents of the retrieved clusters outside D_m, see label_question
 LABELS_FILE, LOG_FILE = "distill_labels.jsonl", "distill.json"
 
 
@@ -94,30 +95,43 @@ class Labelled:
 
 
 def label_question(retriever: FunnelRetriever, example: Example, *, alpha: float = DEFAULT_ALPHA,
-                   top_k: int = DEFAULT_TOP_POSITIVES) -> Labelled:
-    """Run the funnel's stages for one question and label the pre-ranker's documents."""
+                   top_k: int = DEFAULT_TOP_POSITIVES, easy_negatives: int = DEFAULT_EASY_NEGATIVES) -> Labelled:
+    """Run the funnel's stages for one question and label the pre-ranker's documents.
+
+    Beyond the paper's D_m (the documents the pre-ranker kept), up to ``easy_negatives`` other
+    documents of the retrieved clusters are added as negatives (and any that holds an answer
+    as a positive), drawn with a seed from the example's id. A scorer trained from a new head
+    on D_m alone only ever sees near misses and ranks unrelated documents above the answer's
+    (measured on HotpotQA: AR@4 over documents fell from 61% to 0%).
+    """
     doc_ids, _ = retriever.retrieve(example.question)
     kept, _ = retriever.pre_rank(example.question, doc_ids)
     passages = retriever.passages(kept)
     position = {d.id: i for i, d in enumerate(kept)}
     owners = np.array([position[d.id] for d, _ in passages])
     scores = aggregate_scores(retriever.post_scores(example.question, passages), owners, len(kept), alpha=alpha)
-    hits = np.array([best_over_references(contains_answer, d.render(), example.answers) > 0 for d in kept])
-    return Labelled(example.id, example.question, [d.title for d in kept], [d.text for d in kept],
-                    [None if np.isnan(s) else float(s) for s in scores], hits.tolist(),
-                    label_positives(scores, hits, top_k=top_k).tolist())
+    rest = [i for i in doc_ids if retriever.index.document(i).id not in position]
+    random.Random(example.id).shuffle(rest)
+    extra = [retriever.index.document(i) for i in rest[:easy_negatives]]
+    documents = kept + extra
+    hits = np.array([best_over_references(contains_answer, d.render(), example.answers) > 0 for d in documents])
+    positive = label_positives(np.concatenate([scores, np.full(len(extra), np.nan)]), hits, top_k=top_k)
+    return Labelled(example.id, example.question, [d.title for d in documents], [d.text for d in documents],
+                    [None if np.isnan(s) else float(s) for s in scores] + [None] * len(extra), hits.tolist(),
+                    positive.tolist())
 
 
 def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: str | Path, *,
                    alpha: float = DEFAULT_ALPHA, top_k: int = DEFAULT_TOP_POSITIVES,
-                   progress: bool = True) -> list[Labelled]:
+                   easy_negatives: int = DEFAULT_EASY_NEGATIVES, progress: bool = True) -> list[Labelled]:
     """Label every example, appending each to ``path`` as it is done; examples already there are kept."""
     from tqdm.auto import tqdm
 
     from ragfunnel.eval.runner import read_rows
 
     path = Path(path)
-    settings = {"alpha": alpha, "top_positives": top_k, "top_documents": retriever.top_documents,
+    settings = {"alpha": alpha, "top_positives": top_k, "easy_negatives": easy_negatives,
+                "top_documents": retriever.top_documents,
                 "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__}
     settings_path = path.with_suffix(".config.json")
     if path.exists() and settings_path.exists() and json.loads(settings_path.read_text()) != settings:
@@ -131,7 +145,7 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
         log.info("%s: %d questions labelled, %d to go", path, len(done), len(todo))
     with path.open("a", encoding="utf-8") as out:
         for example in tqdm(todo, desc="label documents", unit="question", disable=None if progress else True):
-            labelled = label_question(retriever, example, alpha=alpha, top_k=top_k)
+            labelled = label_question(retriever, example, alpha=alpha, top_k=top_k, easy_negatives=easy_negatives)
             out.write(json.dumps(asdict(labelled), ensure_ascii=False) + "\n")
             out.flush()
             os.fsync(out.fileno())
