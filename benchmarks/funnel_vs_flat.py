@@ -166,6 +166,18 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
              "distillation": distill_log, "rows": rows}]
 
 
+def recorded(name: str, args) -> dict:
+    """What a previous run left: the rows so far, the index's sizes and the distillation log (no model runs)."""
+    from ragfunnel.corpus.index import MANIFEST
+
+    work = args.work / name
+    manifest = json.loads((work / "index" / MANIFEST).read_text())
+    return {"dataset": name, "documents": manifest["documents"], "clusters": manifest["clusters"],
+            "passages": manifest["passages"], "index_build_seconds": manifest["build_seconds"],
+            "distillation": json.loads((work / "distilled" / "distill.json").read_text()),
+            "rows": read_rows(args.out / name / "rows.jsonl")}
+
+
 def summarise(result: dict) -> dict:
     rows = result["rows"]
     configs = list(rows[0]["configs"])
@@ -213,12 +225,17 @@ def main() -> None:
     parser.add_argument("--post-ranker", default="bundled:qwen2.5-0.5b")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/out/funnel"), help="indexes and models")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/funnel"))
+    parser.add_argument("--report-only", action="store_true",
+                        help="summarise the rows already written (e.g. of a stopped run) without running models")
     args = parser.parse_args()
     names = [n.strip() for n in args.datasets.split(",")]
     if not all(DATASETS[n][0].exists() for n in names):
         parser.error(f"shared data not found under {DATA}")
-    post_ranker = load_post_ranker(args.post_ranker)
-    summaries = [summarise(r) for n in names for r in run_dataset(n, args, post_ranker)]
+    if args.report_only:
+        summaries = [summarise(recorded(n, args)) for n in names]
+    else:
+        post_ranker = load_post_ranker(args.post_ranker)
+        summaries = [summarise(r) for n in names for r in run_dataset(n, args, post_ranker)]
     summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                f"Python {platform.python_version()}", "args": {k: str(v) for k, v in vars(args).items()},
                "results": summaries}
