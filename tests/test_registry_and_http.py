@@ -95,6 +95,7 @@ def flaky_server():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()
+    _Flaky.refuse_grammar = False  # the handler class is shared with other test modules
 
 
 def test_transient_failures_are_retried_then_succeed(flaky_server):
