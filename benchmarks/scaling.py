@@ -1,62 +1,80 @@
 """Inference scaling for corpus RAG on the shared multi-hop questions (the paper's Table 1 and Section 5 analog).
 
-For each dataset (MuSiQue and HotpotQA train questions, each with its pooled corpus indexed by
-``ragfunnel.corpus.index``, BM25 over documents) the script runs zero-shot QA, RAG, DRAG and IterDRAG
-over a grid of θ = (k documents, m demonstrations, n iterations) with the library's grid runner, then:
+For each dataset (MuSiQue and HotpotQA train questions, each with its pooled corpus in a
+``ragfunnel.corpus.index`` index, BM25 over documents) the script runs zero-shot QA, RAG, DRAG and
+IterDRAG over a grid of θ = (k documents, m demonstrations, n iterations) with the library's grid
+runner and method classes, then reports:
 
 1. the optimal-performance table per dataset: per budget L_max and strategy, the best configuration
-   whose mean effective context length (LLM input tokens summed over an answer's calls) fits;
-2. the computation allocation model σ⁻¹(P) ≈ (a + b⊙i)ᵀ log(θ + ε) + c fitted on the *fit* questions of
+   whose mean effective context length (LLM input tokens summed over an answer's calls) fits it;
+2. the computation allocation model σ⁻¹(P) ≈ (a + b⊙i)ᵀ log(θ + ε) + c, fitted on the *fit* questions of
    every dataset together (a, b, c shared; i per dataset and method), with its R² there and on the
    held-back questions;
 3. the planner: per dataset and budget, the θ the fitted model predicts best (i and token costs from
-   the fit questions), scored on the *held-back* questions against the best θ found there (the oracle)
-   and against the θ that simply did best on the fit questions.
+   the fit questions), scored on the *held-back* questions against the best θ found there, and against
+   the θ that simply did best on the fit questions.
 
-Questions (per dataset, in file order): the first ``--questions`` are the grid's, the last
-``--held-back`` of those are held back from the fit; demonstrations come from the last ``--train``
-questions of the file, so they never meet the grid's. DRAG demonstrations are those training
-questions with their gold answers and retrieved documents (``make_drag_demonstrations``); IterDRAG
-demonstrations are self-ask chains the model writes itself on them, kept only when the final answer
-is right (``generate_iterdrag_demonstrations``), tried question by question until the largest m is
-covered. Indexes and both demonstration files are cached under ``--work`` (benchmarks/out/, gitignored).
+Questions (per dataset, in file order): the first ``--questions`` are the grid's, the last ``--held-back``
+of them (default a third) never reach the fit; demonstrations come from the last ``--train`` questions
+of the file, so they never meet the grid's. DRAG demonstrations are those training questions with their
+gold answers and retrieved documents (``make_drag_demonstrations``). IterDRAG demonstrations are self-ask
+chains written by ``--demo-model`` on them, kept only when the final answer is right
+(``generate_iterdrag_demonstrations``), tried in order until the largest m in the grid is covered or
+``--demo-tries`` questions are spent; IterDRAG configurations needing more chains than were kept are left
+out (and said so). The demonstration model is the 1.5B, not the answering 0.5B: the 0.5B, asked with no
+demonstrations, answered at once and never wrote a follow-up on 6 of 6 HotpotQA training questions, so
+none of its chains could be kept. Indexes and both demonstration files are cached under ``--work``
+(benchmarks/out/, gitignored) and reused by later runs.
 
-Which configurations run: every θ of ``--documents`` x ``--shots`` (x ``--iterations`` for IterDRAG)
-whose worst-case effective context length fits the largest budget: the first call's tokens (measured
-by the library's prompt probe on three grid questions) for one-call strategies, and (2n + 1) times
-the first call for IterDRAG (at most n follow-ups, each followed by its answer, then the final
-answer; the context only grows). ``--max-configs`` thins that set, keeping the base configurations
-(k=0,m=0; k=1,m=0; k=0,m=1 at n=1, which the allocation model's i comes from) and spreading the rest
-evenly by cost. Configurations run cheapest first and budget by budget over all datasets (every
-configuration within 1k on every dataset, then within 2k, ...), so a run stopped early leaves whole
-tables for the smaller budgets.
+Which configurations run: of every θ in ``--documents`` x ``--shots`` (x ``--iterations`` for IterDRAG),
+those whose worst-case effective context length fits the largest budget: the first call's tokens
+(measured by the library's prompt probe on three grid questions) for one-call strategies, (2n + 1) times
+the first call for IterDRAG (at most n follow-ups, each followed by its answer, then the final answer;
+the context only grows). Of those, the base configurations (k=0,m=0; k=1,m=0; k=0,m=1 at n=1, which i
+comes from) and, per budget band (previous budget, budget] and strategy, the ``--per-budget`` dearest
+(the ones that use the band most fully; ``all`` keeps everything). They run cheapest first and budget by
+budget over all datasets (every configuration within 1k on each dataset, then within 2k, ...), so a run
+stopped early leaves whole tables for the smaller budgets.
 
-Resumable: rows are appended to ``OUT/<dataset>/rows.jsonl`` as each answer finishes (one per
-question and configuration, the runner's format) and a re-run skips what is there; more questions,
-budgets or grid values only add rows. ``OUT`` also gets ``scaling.json`` (date, machine, command,
-settings, the tables, fit, R², planner comparison), ``scaling.md``, ``OUT/<dataset>/quality_vs_context.png``
-and ``OUT/predicted_vs_actual.png``. ``--dry-run`` lists the configurations and their token cost and stops.
+Resumable: rows go to ``OUT/<dataset>/rows.jsonl`` as each answer finishes (the grid runner's format,
+one per question and configuration) and a re-run skips what is there; more questions, budgets or grid
+values only add rows. ``OUT`` also gets ``scaling.json`` (date, machine, command, settings, tables, fit,
+R², planner comparison), ``scaling.md``, ``allocation.json``, ``predicted_vs_actual.png`` and
+``<dataset>/quality_vs_context.png``. ``--dry-run`` lists the configurations with their first-call and
+worst-case tokens and stops. A fit that the grid cannot support is reported (with the reason) in both
+files, and the tables are written all the same.
 
-Model: ``bundled:qwen2.5-0.5b`` by default. The grid's cost is prefill, and on two CPU cores the 0.5B
-prefills about 1.7x faster than the 1.5B (DESIGN.md: 222 vs 129 tokens/s unloaded); a budget-16k grid
-over two datasets is only affordable with the smaller model. Its absolute quality is low, and it is
-not the paper's Gemini 1.5 Flash: expect where the trends differ, not the paper's numbers.
+Answering model: ``bundled:qwen2.5-0.5b``. The grid's cost is prefill, and on two cores the 0.5B
+prefills about 1.7x faster than the 1.5B (DESIGN.md); a grid up to 16k tokens on two datasets fits in
+a few hours only with the smaller model. Its quality is low and it is not the paper's Gemini 1.5 Flash:
+the point is where the trends hold and where they do not, not the paper's numbers.
 
-Measured cost (2 cores, llama-cpp-python, n_threads=2, the machine shared with 2-3 other CPU-bound
-jobs, load average 5.5-6.7; HotpotQA questions, 0.5B):
+Measured cost per answer (2 cores, llama-cpp-python, n_threads=2, 0.5B, HotpotQA questions). Idle
+machine (load average 0.4-2):
 
-    DRAG k=5 m=2, 1.9k / 2.3k tokens           86 / 105 s   (~22 tokens/s)
-    DRAG k=20 m=0, 3.5k tokens                 200 s
-    DRAG k=20 m=2, 9.2k tokens                 573 s        (~16 tokens/s)
-    IterDRAG answer (see the report)           ...
+    DRAG k=5 m=2, 1.9k / 2.3k tokens                  12 / 14 s    (~170 tokens/s)
+    DRAG k=20 m=2, 8.5k tokens                        89 s         (~95 tokens/s)
+    DRAG k=20 m=4, 14.0k / 15.6k tokens               203 / 233 s  (~68 tokens/s)
+    IterDRAG k=0 m=1 n=3, 6 calls, 2.2k tokens        13 s
+    IterDRAG k=0 m=0 n=1, 3 calls, ~600 tokens        5-9 s
 
-Unloaded, DESIGN.md's rates (142-222 tokens/s) make every call 7-10x faster.
+Shared with 2-3 other CPU-bound jobs (load average 5.5-6.7) every call is 6-8x slower: DRAG k=5 m=2
+(1.9k / 2.3k) 86 / 105 s, k=20 m=0 (3.5k) 200 s, k=20 m=2 (9.2k) 573 s; IterDRAG k=5 m=0 n=5 (one call,
+831 tokens) 80 s; one IterDRAG demonstration attempt with the 1.5B 85-150 s.
 
-Full run (both datasets, budgets 1k-16k, default grid; cost estimate in the report):
+Full run (defaults: both datasets, 10 questions each = 7 fit + 3 held-back, budgets 1k-16k, k in
+{0,1,2,5,10,20,50,100}, m in {0,1,2,4}, n in {1,2,3}, one configuration per budget band and strategy:
+about 20 configurations per dataset, at most 1.6M input tokens in all):
 
     .venv/bin/python benchmarks/scaling.py
 
-Smoke run (4 questions, budgets 1k and 2k, into a scratch directory):
+Estimated on an idle machine 3.4-4.3 h (IterDRAG answering early .. using every call), cumulatively
+0.4 h for the budgets up to 2k, 0.8 h to 4k, 1.8 h to 8k; plus 10-15 min of IterDRAG demonstrations
+when the cache is cold. Under a load like the one above, 6-8x that: stop it after the budgets that
+fit your time (the tables of the smaller budgets are complete), or lower ``--questions``.
+
+Smoke run (4 questions, budgets 1k and 2k, into a scratch directory; ~6 min of answering at load 1-2,
+plus the demonstration cache when cold):
 
     .venv/bin/python benchmarks/scaling.py --questions 4 --budgets 1k,2k --out benchmarks/out/scaling-smoke
 """
@@ -252,7 +270,8 @@ def iterdrag_demonstrations(train: list[Example], index: CorpusIndex, llm: LLM, 
     """Self-ask demonstrations on the first ``tries`` training questions, a few at a time until ``need`` are
     kept (the library's generator resumes from ``path`` and its log, so no question is tried twice)."""
     kept = load_demonstrations(path) if path.exists() and path.stat().st_size else []
-    end, last = 0, min(tries, len(train))
+    last = min(tries, len(train))
+    end = min(last, demo_log(path)["tried"])  # tried in order, so the first ``end`` are done
     while len(kept) < need and end < last:
         end = min(last, end + max(2, 2 * (need - len(kept))))
         kept = generate_iterdrag_demonstrations(train[:end], index, llm, k, DEMO_ITERATIONS, out=path)
@@ -310,7 +329,8 @@ def prepare(name: str, args: argparse.Namespace, llm: LLM, budgets: list[int]) -
         if not args.dry_run and len(iter_demos) < need:
             iter_demos = iterdrag_demonstrations(split.train, index, resolve(args.demo_model), need=need,
                                                  k=args.demo_documents, tries=args.demo_tries, path=iter_path)
-        stand_in = args.dry_run and len(iter_demos) < need
+        exhausted = demo_log(iter_path)["tried"] >= min(args.demo_tries, len(split.train))
+        stand_in = args.dry_run and len(iter_demos) < need and not exhausted
         ds.iterdrag_demos = drag_demos if stand_in else iter_demos
     ds.demo_log = demo_log(iter_path)
     leaked = grid_ids & {d.id for d in drag_demos + iter_demos}
@@ -557,7 +577,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", type=lambda t: names(t, list(DATASETS)), default=list(DATASETS),
                         help="comma-separated: " + ", ".join(DATASETS))
-    parser.add_argument("--questions", type=int, default=12, help="grid questions per dataset (fit + held-back)")
+    parser.add_argument("--questions", type=int, default=10, help="grid questions per dataset (fit + held-back)")
     parser.add_argument("--held-back", type=int, help="of the grid questions, how many the fit never sees "
                         "[default: a third of --questions]")
     parser.add_argument("--train", type=int, default=30,
@@ -565,7 +585,8 @@ def main() -> None:
     parser.add_argument("--budgets", type=parse_budgets, default=parse_budgets("1k,2k,4k,8k,16k"),
                         help="token budgets L_max (default 1k,2k,4k,8k,16k)")
     parser.add_argument("--model", default="bundled:qwen2.5-0.5b", help="answering model (see above for why 0.5B)")
-    parser.add_argument("--strategies", type=lambda t: names(t, STRATEGIES), default=list(STRATEGIES))
+    parser.add_argument("--strategies", type=lambda t: names(t, STRATEGIES), default=list(STRATEGIES),
+                        help="comma-separated: " + ", ".join(STRATEGIES))
     parser.add_argument("--documents", type=ints, default=ints("0,1,2,5,10,20,50,100"), help="values of k")
     parser.add_argument("--shots", type=ints, default=ints("0,1,2,4"), help="values of m")
     parser.add_argument("--iterations", type=ints, default=ints("1,2,3"), help="values of n (IterDRAG)")
@@ -582,7 +603,8 @@ def main() -> None:
                         help="what the tables, fit and planner optimise (accuracy: a reference within the answer)")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/out/scaling"),
                         help="indexes and demonstration caches")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scaling"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scaling"),
+                        help="rows, tables, fit and plots (re-running with it resumes)")
     parser.add_argument("--dry-run", action="store_true", help="list the configurations and their cost, then stop")
     args = parser.parse_args()
     if args.held_back is None:
