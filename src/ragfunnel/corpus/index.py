@@ -275,10 +275,15 @@ class CorpusIndex:
         from ragfunnel.retrieve.embed import bundled_embedder
 
         (query,) = bundled_embedder().encode([question])
-        return best_k(np.asarray(self._vectors @ query, dtype=np.float64), k)
+        return nearest(self._vectors, query, k)
 
     def close(self) -> None:
         self._documents.close()
+
+
+def nearest(vectors: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact search: (row indices, cosine scores) of the ``k`` unit vectors nearest a unit ``query``."""
+    return best_k(np.asarray(vectors @ query, dtype=np.float64), k)
 
 
 def _read_manifest(root: Path) -> Manifest:
