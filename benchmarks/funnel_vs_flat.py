@@ -1,13 +1,14 @@
 """FunnelRAG's progressive retrieval against flat retrieval on the shared corpora (the paper's Table 2 analog).
 
 For each dataset (HotpotQA and MuSiQue train questions with their pooled corpora) the script
-builds an index with flat passages, distils a cross-encoder pre-ranker from the attention
+builds an index with flat passages and stored document vectors (so the bi-encoder pre-ranker
+looks documents up, as ``ragfunnel index --embed-documents`` sets it up for users), distils a cross-encoder pre-ranker from the attention
 post-ranker on training questions, then, on held-out test questions, times every retrieval
 configuration stage by stage and measures answer recall AR@1..4 (an answer string in the top K
 units; units are clusters "c", documents "d" or 100-word passages "p"):
 
     flat 4p                dense MiniLM exact search -> 4 passages
-    flat 24p->4p           dense -> 24 passages -> generator attention -> 4
+    flat 16p->4p           dense -> 16 passages -> generator attention -> 4
     prog 4c                BM25 over clusters -> 4 clusters
     prog Kc->4d            BM25 -> K clusters -> MiniLM bi-encoder pre-ranking -> 4 documents
     prog Kc->8d->4p        ... -> 8 documents -> passages -> generator attention -> 4 passages
@@ -76,7 +77,8 @@ class Bench:
         self.index = index
         self.post = post_ranker
         self.funnels = {
-            "": FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(), post_ranker=post_ranker,
+            "": FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(stored=index.document_vectors),
+                                post_ranker=post_ranker,
                                 top_clusters=top_clusters),
             " (distilled)": FunnelRetriever(index, pre_ranker=distilled, post_ranker=post_ranker,
                                             top_clusters=top_clusters),
@@ -128,7 +130,7 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
     questions, corpus = DATASETS[name]
     work = args.work / name
     started = time.perf_counter()
-    manifest = build_index(load_corpus(corpus), work / "index", source=str(corpus), flat=True)
+    manifest = build_index(load_corpus(corpus), work / "index", source=str(corpus), flat=True, embed_documents=True)
     build_seconds = time.perf_counter() - started
     index = CorpusIndex(work / "index")
     examples = examples_of(questions)
@@ -136,7 +138,8 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
 
     model_dir = work / "distilled"
     if not (model_dir / "model.safetensors").exists():
-        teacher = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(), post_ranker=post_ranker,
+        teacher = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(stored=index.document_vectors),
+                                  post_ranker=post_ranker,
                                   top_clusters=args.top_clusters)
         labelled = collect_labels(teacher, train, work / LABELS_FILE)
         train_pre_ranker(labelled, init=minilm_directory(), out=model_dir, epochs=args.epochs)

@@ -65,3 +65,30 @@ def test_default_cluster_count_scales_with_the_corpus():
 def test_sizes_must_be_positive(index):
     with pytest.raises(ConfigError, match="at least 1"):
         FunnelRetriever(index, pre_ranker=WordOverlap(), post_ranker=WordOverlap(), top_documents=0)
+
+
+@pytest.mark.model
+def test_stored_document_vectors_give_the_scores_of_encoding_at_query_time(tmp_path):
+    from ragfunnel.retrieve.rerank import BiEncoderPreRanker
+
+    build_index(DOCS, tmp_path / "ix", source="test", embed_documents=True)
+    index = CorpusIndex(tmp_path / "ix")
+    assert index.manifest.document_vectors and index.document_vectors.shape == (len(DOCS), 384)
+    docs = [index.document(i) for i in range(len(DOCS))]
+    assert [d.position for d in docs] == [0, 1, 2, 3] and docs[1] == DOCS[1]  # position is not identity
+    question = "Who wrote diaries about puffins?"
+    stored = BiEncoderPreRanker(stored=index.document_vectors)
+    assert np.allclose(stored.score(question, docs), BiEncoderPreRanker().score(question, docs), atol=1e-5)
+    assert int(np.argmax(stored.score(question, docs))) == 1
+    # The vectors are looked up, not recomputed: a stored row that is the question's own embedding wins.
+    planted = np.array(index.document_vectors)
+    (planted[3],) = stored.embedder.encode([question])
+    assert int(np.argmax(BiEncoderPreRanker(stored=planted).score(question, docs))) == 3
+    # Documents from elsewhere (no position) are encoded.
+    assert int(np.argmax(BiEncoderPreRanker(stored=planted).score(question, DOCS))) == 1
+
+
+def test_an_index_without_document_vectors_is_rebuilt_only_when_asked(index, tmp_path):
+    assert not index.manifest.document_vectors and index.document_vectors is None
+    with pytest.raises(ConfigError, match="--force"):
+        build_index(DOCS, tmp_path / "ix", source="test", embed_documents=True)

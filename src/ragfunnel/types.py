@@ -31,6 +31,7 @@ class Document:
     title: str
     text: str
     links: tuple[str, ...] = ()  # titles of the documents this one links to (hyperlinks), if known
+    position: int | None = field(default=None, compare=False)  # its row in the corpus index it was read from
 
     def render(self) -> str:
         """How a document appears inside a context: its title on a line, then its text."""

@@ -250,10 +250,13 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
 @click.option("--flat", is_flag=True,
               help="Also cut documents into passages and embed them (bundled MiniLM) for `search --flat`.")
 @click.option("--passage-words", type=int, default=100, show_default=True, help="Words per flat passage.")
+@click.option("--embed-documents", is_flag=True,
+              help="Also embed every document (bundled MiniLM), so the default funnel pre-ranker looks vectors up "
+                   "instead of encoding each query's retrieved documents.")
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
-def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int, force: bool,
-          as_json: bool) -> None:
+def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int,
+          embed_documents: bool, force: bool, as_json: bool) -> None:
     """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25."""
     from dataclasses import asdict
 
@@ -261,14 +264,14 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 
     docs = load_corpus(corpus)
     m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
-                    passage_words=passage_words, force=force)
+                    passage_words=passage_words, embed_documents=embed_documents, force=force)
     if as_json:
         click.echo(json.dumps(asdict(m), indent=2))
         return
     size = sum(int(f["bytes"]) for f in m.files.values())
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
                f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
-               f"{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
+               f"{'document vectors, ' if m.document_vectors else ''}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
 
 
 @main.command()
@@ -301,7 +304,7 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
         from ragfunnel.retrieve.funnel import FunnelRetriever
         from ragfunnel.retrieve.rerank import load_pre_ranker
 
-        retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker),
+        retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker, stored=ix.document_vectors),
                                     post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
                                     top_documents=top_documents, top_passages=top_k)
         found = retriever.search(question)

@@ -12,6 +12,8 @@ An index directory holds plain files only, every one listed with its size and SH
 ``flat.spans.npy``           with ``flat``: (document, first char, end char) of every passage of
                              ``passage_words`` words, the flat-retrieval baseline's units
 ``flat.vectors.npy``         with ``flat``: their MiniLM embeddings (float32, unit length)
+``documents.vectors.npy``    with ``embed_documents``: every document's MiniLM embedding (float32, unit
+                             length), which the bi-encoder pre-ranker reads instead of encoding
 
 Building writes into ``DIR.partial`` and renames it into place, so a crash never leaves a
 half-written index behind. A directory that already holds an index is rebuilt only when asked.
@@ -61,6 +63,7 @@ class Manifest:
     passage_words: int
     build_seconds: float
     files: dict[str, dict[str, int | str]]
+    document_vectors: bool = False  # documents.vectors.npy is there (absent from indexes built before it)
 
 
 def check_documents(docs: list[Document]) -> None:
@@ -107,6 +110,7 @@ def build_index(
     max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
     flat: bool = False,
     passage_words: int = 100,
+    embed_documents: bool = False,
     force: bool = False,
 ) -> Manifest:
     """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is."""
@@ -117,8 +121,9 @@ def build_index(
     if (out / MANIFEST).exists() and not force:
         old = json.loads((out / MANIFEST).read_text())
         wanted_passages = passage_words if flat else 0
-        if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens"),
-                old.get("passage_words")) == (VERSION, digest, max_cluster_tokens, wanted_passages):
+        if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens"), old.get("passage_words"),
+                old.get("document_vectors", False)) == (VERSION, digest, max_cluster_tokens, wanted_passages,
+                                                         embed_documents):
             log.info("%s is up to date with %s", out, source)
             return Manifest(**old)
         raise ConfigError(f"{out} holds an index of another corpus or configuration; pass --force to rebuild "
@@ -149,6 +154,8 @@ def build_index(
     log.info("indexing %d documents with BM25", len(docs))
     _write_bm25(tokens, tmp / "documents.bm25")
     n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
+    if embed_documents:
+        np.save(tmp / "documents.vectors.npy", _embed([d.render() for d in docs], "embed documents"))
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
         max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
@@ -157,6 +164,7 @@ def build_index(
         oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
         passages=n_passages, passage_words=passage_words if flat else 0,
         build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp),
+        document_vectors=embed_documents,
     )
     (tmp / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
     shutil.rmtree(out, ignore_errors=True)
@@ -179,25 +187,29 @@ def _write_bm25(tokens: TokenIds, directory: Path) -> None:
 
 def _write_flat(docs: list[Document], root: Path, passage_words: int) -> int:
     """Cut every document into ``passage_words``-word passages and embed them; returns how many."""
-    from tqdm.auto import tqdm
-
-    from ragfunnel.retrieve.embed import bundled_embedder
-
     spans, texts = [], []
     for i, d in enumerate(docs):
         for start, end in word_windows(d.text, passage_words):
             spans.append((i, start, end))
             texts.append(f"{d.title}\n{d.text[start:end]}" if d.title else d.text[start:end])
+    np.save(root / "flat.spans.npy", np.asarray(spans, dtype=np.int64).reshape(-1, 3))
+    np.save(root / "flat.vectors.npy", _embed(texts, "embed passages"))
+    return len(texts)
+
+
+def _embed(texts: list[str], desc: str, step: int = 256) -> np.ndarray:
+    """Bundled-MiniLM embeddings of ``texts`` (float32, unit length), with a progress bar."""
+    from tqdm.auto import tqdm
+
+    from ragfunnel.retrieve.embed import bundled_embedder
+
     embedder = bundled_embedder()
     vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
-    step = 256
-    with tqdm(total=len(texts), desc="embed passages", unit="passage", disable=None) as bar:
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=None) as bar:
         for start in range(0, len(texts), step):
             vectors[start:start + step] = embedder.encode(texts[start:start + step])
             bar.update(len(texts[start:start + step]))
-    np.save(root / "flat.spans.npy", np.asarray(spans, dtype=np.int64).reshape(-1, 3))
-    np.save(root / "flat.vectors.npy", vectors)
-    return len(texts)
+    return vectors
 
 
 def _write_documents(docs: list[Document], root: Path) -> None:
@@ -228,6 +240,9 @@ class CorpusIndex:
         if self.manifest.passages:
             self._spans = np.load(self.root / "flat.spans.npy", mmap_mode="r")
             self._vectors = np.load(self.root / "flat.vectors.npy", mmap_mode="r")
+        # The bundled MiniLM's embedding of every document, row i for document(i); None if not built.
+        self.document_vectors = (np.load(self.root / "documents.vectors.npy", mmap_mode="r")
+                                 if self.manifest.document_vectors else None)
 
     def __len__(self) -> int:
         return self.manifest.documents
@@ -240,7 +255,7 @@ class CorpusIndex:
         start, end = int(self._offsets[i]), int(self._offsets[i + 1])
         self._documents.seek(start)
         r = json.loads(self._documents.read(end - start))
-        return Document(r["id"], r["title"], r["text"], tuple(r["links"]))
+        return Document(r["id"], r["title"], r["text"], tuple(r["links"]), position=i)
 
     def cluster(self, c: int) -> list[int]:
         """Document indices of cluster ``c``."""

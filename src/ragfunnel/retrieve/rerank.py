@@ -30,15 +30,27 @@ class PreRanker(Protocol):
 
 
 class BiEncoderPreRanker:
-    """Cosine similarity between MiniLM embeddings of the question and of each document's opening."""
+    """Cosine similarity between MiniLM embeddings of the question and of each document's opening.
 
-    def __init__(self, embedder=None):
+    ``stored`` holds the bundled MiniLM's embedding of every document of a corpus index (row i for
+    the document at position i, as ``ragfunnel index --embed-documents`` writes them); documents
+    read from that index are then looked up instead of encoded, with the same scores.
+    """
+
+    def __init__(self, embedder=None, *, stored: np.ndarray | None = None):
         from ragfunnel.retrieve.embed import bundled_embedder
 
+        if embedder is not None and stored is not None:
+            raise ValueError("stored vectors come from the bundled MiniLM; they cannot stand in for another embedder")
         self.embedder = embedder or bundled_embedder()
+        self.stored = stored
 
     def score(self, question: str, documents: list[Document]) -> np.ndarray:
-        vectors = self.embedder.encode([d.render() for d in documents])
+        positions = [d.position for d in documents]
+        if self.stored is not None and None not in positions:
+            vectors = np.asarray(self.stored[positions])
+        else:
+            vectors = self.embedder.encode([d.render() for d in documents])
         (query,) = self.embedder.encode([question])
         return np.asarray(vectors @ query, dtype=np.float64)
 
@@ -107,11 +119,14 @@ class LLMYesNoPreRanker:
         return np.array([1.0 if r[0].text.strip().lower().startswith("yes") else 0.0 for r in replies])
 
 
-def load_pre_ranker(spec: str | Path) -> PreRanker:
-    """``minilm``, ``llm:MODEL-SPEC``, or a cross-encoder's Hugging Face name or local directory."""
+def load_pre_ranker(spec: str | Path, *, stored: np.ndarray | None = None) -> PreRanker:
+    """``minilm``, ``llm:MODEL-SPEC``, or a cross-encoder's Hugging Face name or local directory.
+
+    ``stored``: an index's document vectors (``CorpusIndex.document_vectors``), which ``minilm`` reads.
+    """
     spec = str(spec)
     if spec == "minilm":
-        return BiEncoderPreRanker()
+        return BiEncoderPreRanker(stored=stored)
     if spec.startswith("llm:"):
         return LLMYesNoPreRanker(spec.removeprefix("llm:"))
     return CrossEncoderPreRanker(spec)
