@@ -253,7 +253,8 @@ def test_funnel_search_as_a_user_runs_it(tmp_path):
         {"id": "ferry", "title": "Port Ellis", "text": "The island ferry runs twice daily from Port Ellis harbour."},
         {"id": "mill", "title": "Ellis Mill", "text": "The mill at Port Ellis ground barley until 1930."},
     ]) + "\n")
-    assert run("index", str(corpus), "--out", str(tmp_path / "ix")).returncode == 0
+    built = run("index", str(corpus), "--out", str(tmp_path / "ix"), "--embed-documents")
+    assert built.returncode == 0 and "document vectors" in built.stdout  # the pre-ranker reads them
     r = run("search", str(tmp_path / "ix"), "What did Martha Quill write about?", "--top-k", "2",
             "--top-documents", "3", "--post-ranker", "bundled:smollm2-135m", "--json")
     assert r.returncode == 0, r.stderr
