@@ -40,7 +40,7 @@ SETTINGS = {
 }
 
 
-def run_setting(name: str, n: int, out: Path) -> Path:
+def run_setting(name: str, n: int, out: Path) -> None:
     setting = SETTINGS[name]
     examples = load_dataset(QUESTIONS, limit=n).examples
     config = {"dataset": str(QUESTIONS), "format": "auto", "task": "multihop", "options": setting["options"]}
@@ -51,9 +51,7 @@ def run_setting(name: str, n: int, out: Path) -> Path:
     options = setting["options"]
     methods = {m: make_method(m, task="multihop", **{k: v for k, v in options.items() if k in options_of(m)})
                for m in METHODS}
-    run_dir = out / name
-    run_eval(examples, methods, run_dir, config=config)
-    return run_dir
+    run_eval(examples, methods, out / name, config=config)
 
 
 def main() -> None:
@@ -64,7 +62,10 @@ def main() -> None:
     args = parser.parse_args()
     if not QUESTIONS.exists():
         parser.error(f"shared data not found at {DATA}")
-    run_dirs = [run_setting(name.strip(), args.examples, args.out) for name in args.settings.split(",")]
+    for name in args.settings.split(","):
+        run_setting(name.strip(), args.examples, args.out)
+    # The report and headline cover every setting run so far, not only this invocation's.
+    run_dirs = [args.out / name for name in SETTINGS if (args.out / name / "rows.jsonl").exists()]
     write_report(run_dirs, args.out / "report")
     headline = {
         f"{s.dataset} / {s.method}": {
@@ -75,7 +76,7 @@ def main() -> None:
         for d in run_dirs for s in summarise_run(d)
     }
     summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {platform.python_version()}",
-               "settings": {n.strip(): SETTINGS[n.strip()] for n in args.settings.split(",")}, "results": headline}
+               "settings": {d.name: SETTINGS[d.name] for d in run_dirs}, "results": headline}
     (args.out / "quality.json").write_text(json.dumps(summary, indent=2))
     print(json.dumps(headline, indent=2))
 
