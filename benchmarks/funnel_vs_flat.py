@@ -2,8 +2,9 @@
 
 For each dataset (HotpotQA and MuSiQue train questions with their pooled corpora) the script
 builds an index with flat passages and stored document vectors (so the bi-encoder pre-ranker
-looks documents up, as ``ragfunnel index --embed-documents`` sets it up for users), distils a cross-encoder pre-ranker from the attention
-post-ranker on training questions, then, on held-out test questions, times every retrieval
+looks documents up, as ``ragfunnel index --embed-documents`` sets it up for users), distils a
+cross-encoder pre-ranker from the attention post-ranker on training questions, then, on held-out
+test questions, times every retrieval
 configuration stage by stage and measures answer recall AR@1..4 (an answer string in the top K
 units; units are clusters "c", documents "d" or 100-word passages "p"):
 

@@ -269,9 +269,10 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
         click.echo(json.dumps(asdict(m), indent=2))
         return
     size = sum(int(f["bytes"]) for f in m.files.values())
+    vectors = "document vectors, " if m.document_vectors else ""
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
                f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
-               f"{'document vectors, ' if m.document_vectors else ''}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
+               f"{vectors}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
 
 
 @main.command()
