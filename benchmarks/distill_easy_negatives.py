@@ -3,12 +3,12 @@
 Adds easy negatives to the existing HotpotQA labels (benchmarks/out/funnel/hotpotqa/distill_labels.jsonl)
 as ``label_question`` now does, reusing their attention scores (no post-ranker run), trains a
 cross-encoder from MiniLM, and compares pre-ranking AR@1..4 over documents with the bi-encoder on the
-test questions of benchmarks/results/funnel/hotpotqa/rows.jsonl. Run after funnel_vs_flat.py:
+20 test questions of funnel_vs_flat.py's first run (benchmarks/results/funnel/hotpotqa/rows.first-run.jsonl).
+Run after funnel_vs_flat.py:
 
     .venv/bin/python benchmarks/distill_easy_negatives.py
 """
 import json
-import random
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,9 +17,15 @@ import numpy as np
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.eval.datasets import load_dataset
-from ragfunnel.eval.metrics import answer_recall_at_k, best_over_references, contains_answer
+from ragfunnel.eval.metrics import answer_recall_at_k
 from ragfunnel.eval.runner import read_rows
-from ragfunnel.retrieve.distill import DEFAULT_EASY_NEGATIVES, Labelled, train_pre_ranker
+from ragfunnel.retrieve.distill import (
+    DEFAULT_EASY_NEGATIVES,
+    Labelled,
+    answer_hits,
+    draw_easy_negatives,
+    train_pre_ranker,
+)
 from ragfunnel.retrieve.embed import minilm_directory
 from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, CrossEncoderPreRanker
@@ -34,18 +40,16 @@ answers = {e.id: e.answers for e in load_dataset(questions).examples}
 widened = []
 for x in (Labelled(**r) for r in read_rows(work / "distill_labels.jsonl")):
     ids, _ = f.retrieve(x.question)
-    kept = set(x.titles)
-    rest = [i for i in ids if ix.document(i).title not in kept]
-    random.Random(x.example_id).shuffle(rest)
-    extra = [ix.document(i) for i in rest[:DEFAULT_EASY_NEGATIVES]]
-    hits = [best_over_references(contains_answer, d.render(), answers[x.example_id]) > 0 for d in extra]
+    kept = {i for i in ids if ix.document(i).title in set(x.titles)}  # labels name their documents by title
+    extra = draw_easy_negatives(ix, ids, kept, DEFAULT_EASY_NEGATIVES, x.example_id)
+    hits = answer_hits(extra, answers[x.example_id]).tolist()
     widened.append(replace(x, titles=x.titles + [d.title for d in extra], texts=x.texts + [d.text for d in extra],
                            scores=x.scores + [None] * len(extra), hits=x.hits + hits,
                            positive=x.positive + hits))
 started = time.time()
 log = train_pre_ranker(widened, init=minilm_directory(), out=out / "model", progress=False)
 print("trained", log.epoch_loss, round(time.time() - started), "s", flush=True)
-rows = read_rows(Path("benchmarks/results/funnel/hotpotqa/rows.jsonl"))
+rows = read_rows(Path("benchmarks/results/funnel/hotpotqa/rows.first-run.jsonl"))
 result = {}
 rankers = [("bi-encoder", BiEncoderPreRanker()), ("distilled, easy negatives", CrossEncoderPreRanker(out / "model"))]
 for name, ranker in rankers:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.metrics import best_over_references, contains_answer
 from ragfunnel.retrieve.funnel import FunnelRetriever
@@ -94,6 +95,19 @@ class Labelled:
                                                                                        strict=True))]
 
 
+def draw_easy_negatives(index: CorpusIndex, doc_ids: list[int], kept: set[int], n: int, seed: str) -> list[Document]:
+    """Up to ``n`` of the retrieved documents ``doc_ids`` outside ``kept`` (index positions), in an order
+    shuffled with ``seed`` (an example's id, so a re-run draws the same ones)."""
+    rest = [i for i in doc_ids if i not in kept]
+    random.Random(seed).shuffle(rest)
+    return [index.document(i) for i in rest[:n]]
+
+
+def answer_hits(documents: list[Document], answers: list[str]) -> np.ndarray:
+    """Whether each document contains a reference answer."""
+    return np.array([best_over_references(contains_answer, d.render(), answers) > 0 for d in documents], dtype=bool)
+
+
 def label_question(retriever: FunnelRetriever, example: Example, *, alpha: float = DEFAULT_ALPHA,
                    top_k: int = DEFAULT_TOP_POSITIVES, easy_negatives: int = DEFAULT_EASY_NEGATIVES) -> Labelled:
     """Run the funnel's stages for one question and label the pre-ranker's documents.
@@ -110,11 +124,9 @@ def label_question(retriever: FunnelRetriever, example: Example, *, alpha: float
     position = {d.id: i for i, d in enumerate(kept)}
     owners = np.array([position[d.id] for d, _ in passages])
     scores = aggregate_scores(retriever.post_scores(example.question, passages), owners, len(kept), alpha=alpha)
-    rest = [i for i in doc_ids if retriever.index.document(i).id not in position]
-    random.Random(example.id).shuffle(rest)
-    extra = [retriever.index.document(i) for i in rest[:easy_negatives]]
+    extra = draw_easy_negatives(retriever.index, doc_ids, {d.position for d in kept}, easy_negatives, example.id)
     documents = kept + extra
-    hits = np.array([best_over_references(contains_answer, d.render(), example.answers) > 0 for d in documents])
+    hits = answer_hits(documents, example.answers)
     positive = label_positives(np.concatenate([scores, np.full(len(extra), np.nan)]), hits, top_k=top_k)
     return Labelled(example.id, example.question, [d.title for d in documents], [d.text for d in documents],
                     [None if np.isnan(s) else float(s) for s in scores] + [None] * len(extra), hits.tolist(),
