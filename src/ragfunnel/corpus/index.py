@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
 MANIFEST = "manifest.json"
+DOCUMENT_VECTORS = "documents.vectors.npy"
 DEFAULT_CLUSTER_TOKENS = 4000
 
 
@@ -63,7 +64,11 @@ class Manifest:
     passage_words: int
     build_seconds: float
     files: dict[str, dict[str, int | str]]
-    document_vectors: bool = False  # documents.vectors.npy is there (absent from indexes built before it)
+
+    @property
+    def document_vectors(self) -> bool:
+        """Whether the index stores every document's MiniLM vector (built with ``embed_documents``)."""
+        return DOCUMENT_VECTORS in self.files
 
 
 def check_documents(docs: list[Document]) -> None:
@@ -122,8 +127,8 @@ def build_index(
         old = json.loads((out / MANIFEST).read_text())
         wanted_passages = passage_words if flat else 0
         if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens"), old.get("passage_words"),
-                old.get("document_vectors", False)) == (VERSION, digest, max_cluster_tokens, wanted_passages,
-                                                         embed_documents):
+                DOCUMENT_VECTORS in old.get("files", {})) == (VERSION, digest, max_cluster_tokens, wanted_passages,
+                                                              embed_documents):
             log.info("%s is up to date with %s", out, source)
             return Manifest(**old)
         raise ConfigError(f"{out} holds an index of another corpus or configuration; pass --force to rebuild "
@@ -155,7 +160,7 @@ def build_index(
     _write_bm25(tokens, tmp / "documents.bm25")
     n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
     if embed_documents:
-        np.save(tmp / "documents.vectors.npy", _embed([d.render() for d in docs], "embed documents"))
+        np.save(tmp / DOCUMENT_VECTORS, _embed([d.render() for d in docs], "embed documents"))
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
         max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
@@ -164,7 +169,6 @@ def build_index(
         oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
         passages=n_passages, passage_words=passage_words if flat else 0,
         build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp),
-        document_vectors=embed_documents,
     )
     (tmp / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
     shutil.rmtree(out, ignore_errors=True)
@@ -241,7 +245,7 @@ class CorpusIndex:
             self._spans = np.load(self.root / "flat.spans.npy", mmap_mode="r")
             self._vectors = np.load(self.root / "flat.vectors.npy", mmap_mode="r")
         # The bundled MiniLM's embedding of every document, row i for document(i); None if not built.
-        self.document_vectors = (np.load(self.root / "documents.vectors.npy", mmap_mode="r")
+        self.document_vectors = (np.load(self.root / DOCUMENT_VECTORS, mmap_mode="r")
                                  if self.manifest.document_vectors else None)
 
     def __len__(self) -> int:
