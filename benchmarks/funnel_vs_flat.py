@@ -21,7 +21,17 @@ distillation) on the first ``--generate`` test questions. Rows go to
 ``OUT/funnel_vs_flat.json`` and ``OUT/funnel_vs_flat.md``. Yes/no questions are left out:
 their answer string says nothing about retrieval.
 
+At a few thousand passages both pipelines' time is the query embedding; the flat baseline's
+exact search only starts to cost at scale. ``--filler N`` measures that in the same run: the
+dataset's corpus is padded with N synthetic documents of ``index_scale.py`` (pseudo-word texts,
+hyperlinked among themselves) whose passage and document vectors are random unit vectors, since
+MiniLM would take hours over a million texts on two cores and exact search costs the same
+whatever the vectors hold. The real documents' title mentions are written as links (the graph
+mode of a corpus with links), so they cluster as they do alone. Work and results go to
+``<dataset>+filler<N>/`` and ``funnel_vs_flat+filler<N>.{json,md}``.
+
     .venv/bin/python benchmarks/funnel_vs_flat.py --test 40 --train 60 --generate 20
+    .venv/bin/python benchmarks/funnel_vs_flat.py --datasets hotpotqa --filler 1000000 --generate 0
 """
 
 from __future__ import annotations
@@ -31,13 +41,18 @@ import json
 import os
 import platform
 import time
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
+import ragfunnel.corpus.index as corpus_index
+from index_scale import synthetic_corpus
 from ragfunnel.corpus import load_corpus
+from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index import CorpusIndex, build_index
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.metrics import answer_recall_at_k
@@ -49,8 +64,9 @@ from ragfunnel.retrieve.distill import LABELS_FILE, collect_labels, train_pre_ra
 from ragfunnel.retrieve.embed import minilm_directory
 from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.retrieve.fusion import best_k
-from ragfunnel.retrieve.rerank import BiEncoderPreRanker, CrossEncoderPreRanker
-from ragfunnel.types import Chunk, Example
+from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
+from ragfunnel.text import word_windows
+from ragfunnel.types import Chunk, Document, Example
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = {
@@ -61,6 +77,38 @@ DATASETS = {
 }
 KS = (1, 2, 3, 4)
 FLAT_CANDIDATES = 16  # passages the flat baseline hands the attention re-ranker (about what the funnel post-ranks)
+
+
+def padded(real: list[Document], filler: int, seed: int = 0) -> list[Document]:
+    """``real`` with its title mentions written as links, then ``filler`` synthetic documents."""
+    graph = relation_graph(real)
+    linked = [replace(d, links=tuple(real[int(j)].title for j in graph.neighbors(i))) for i, d in enumerate(real)]
+    return linked + [replace(d, id=f"filler-{d.id}") for d in synthetic_corpus(filler, seed)]
+
+
+@contextmanager
+def random_vectors_after(real: list[Document], passage_words: int, seed: int = 0):
+    """While building an index of ``padded(real, ...)``: MiniLM embeds the real documents and their
+    passages (they come first), every synthetic one gets a random unit vector."""
+    real_texts = {"embed documents": len(real),
+                  "embed passages": sum(len(word_windows(d.text, passage_words)) for d in real)}
+    embed = corpus_index._embed
+    rng = np.random.default_rng(seed)
+
+    def embed_real_only(texts: list[str], desc: str, step: int = 256) -> np.ndarray:
+        n = real_texts[desc]
+        vectors = np.empty((len(texts), 384), dtype=np.float32)
+        vectors[:n] = embed(texts[:n], desc, step)
+        for start in range(n, len(texts), 100_000):
+            block = rng.standard_normal((min(100_000, len(texts) - start), 384), dtype=np.float32)
+            vectors[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        return vectors
+
+    corpus_index._embed = embed_real_only
+    try:
+        yield
+    finally:
+        corpus_index._embed = embed
 
 
 def recall(texts: list[str], answers: list[str]) -> dict[str, float]:
@@ -129,11 +177,19 @@ def examples_of(path: Path) -> list[Example]:
 
 def run_dataset(name: str, args, post_ranker) -> list[dict]:
     questions, corpus = DATASETS[name]
-    work = args.work / name
+    label = run_label(name, args)
+    work = args.work / label
     started = time.perf_counter()
-    manifest = build_index(load_corpus(corpus), work / "index", source=str(corpus), flat=True, embed_documents=True)
+    docs = load_corpus(corpus)
+    if args.filler:
+        with random_vectors_after(docs, passage_words=100):
+            manifest = build_index(padded(docs, args.filler), work / "index", source=f"{corpus} + {args.filler} filler",
+                                   flat=True, embed_documents=True)
+    else:
+        manifest = build_index(docs, work / "index", source=str(corpus), flat=True, embed_documents=True)
     build_seconds = time.perf_counter() - started
     index = CorpusIndex(work / "index")
+    warm_up(index)
     examples = examples_of(questions)
     test, train = examples[:args.test], examples[args.test:args.test + args.train]
 
@@ -146,8 +202,8 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
         train_pre_ranker(labelled, init=minilm_directory(), out=model_dir, epochs=args.epochs)
     distill_log = json.loads((model_dir / "distill.json").read_text())
 
-    bench = Bench(index, post_ranker, CrossEncoderPreRanker(model_dir), args.top_clusters)
-    out = args.out / name
+    bench = Bench(index, post_ranker, load_pre_ranker(model_dir, stored=index.document_vectors), args.top_clusters)
+    out = args.out / label
     out.mkdir(parents=True, exist_ok=True)
     rows_path = out / "rows.jsonl"
     rows = read_rows(rows_path)
@@ -165,21 +221,32 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
             f.flush()
             os.fsync(f.fileno())
             rows.append(row)
-    return [{"dataset": name, "documents": manifest.documents, "clusters": manifest.clusters,
+    return [{"dataset": label, "documents": manifest.documents, "clusters": manifest.clusters,
              "passages": manifest.passages, "index_build_seconds": round(build_seconds, 1),
              "distillation": distill_log, "rows": rows}]
 
 
+def run_label(name: str, args) -> str:
+    return f"{name}+filler{args.filler}" if args.filler else name
+
+
+def warm_up(index: CorpusIndex) -> None:
+    """Page the memory-mapped vectors and BM25 arrays in and load the embedder, as a serving process has."""
+    index.flat_search("warm up", 1)
+    index.cluster_bm25.top_k("warm up", 1)
+    if index.document_vectors is not None:
+        float(np.asarray(index.document_vectors).sum())
+
+
 def recorded(name: str, args) -> dict:
     """What a previous run left: the rows so far, the index's sizes and the distillation log (no model runs)."""
-    from ragfunnel.corpus.index import MANIFEST
-
-    work = args.work / name
-    manifest = json.loads((work / "index" / MANIFEST).read_text())
-    return {"dataset": name, "documents": manifest["documents"], "clusters": manifest["clusters"],
+    label = run_label(name, args)
+    work = args.work / label
+    manifest = json.loads((work / "index" / corpus_index.MANIFEST).read_text())
+    return {"dataset": label, "documents": manifest["documents"], "clusters": manifest["clusters"],
             "passages": manifest["passages"], "index_build_seconds": manifest["build_seconds"],
             "distillation": json.loads((work / "distilled" / "distill.json").read_text()),
-            "rows": read_rows(args.out / name / "rows.jsonl")}
+            "rows": read_rows(args.out / label / "rows.jsonl")}
 
 
 def summarise(result: dict) -> dict:
@@ -225,6 +292,8 @@ def main() -> None:
     parser.add_argument("--generate", type=int, default=20, help="test questions the strong model answers")
     parser.add_argument("--top-clusters", type=int, help="stage 1 clusters [default: the funnel's, 5%% of them]")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--filler", type=int, default=0,
+                        help="pad each corpus with this many synthetic documents (random vectors), to time at scale")
     parser.add_argument("--strong", default=DEFAULT_STRONG)
     parser.add_argument("--post-ranker", default="bundled:qwen2.5-0.5b")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/out/funnel"), help="indexes and models")
@@ -243,8 +312,9 @@ def main() -> None:
     summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                f"Python {platform.python_version()}", "args": {k: str(v) for k, v in vars(args).items()},
                "results": summaries}
-    (args.out / "funnel_vs_flat.json").write_text(json.dumps(summary, indent=2))
-    (args.out / "funnel_vs_flat.md").write_text(markdown(summaries))
+    stem = f"funnel_vs_flat+filler{args.filler}" if args.filler else "funnel_vs_flat"
+    (args.out / f"{stem}.json").write_text(json.dumps(summary, indent=2))
+    (args.out / f"{stem}.md").write_text(markdown(summaries))
     print(markdown(summaries))
 
 

@@ -41,11 +41,14 @@ def funnel() -> None:
               help="AdamW learning rate of the pre-trained weights.")
 @click.option("--head-lr", "head_learning_rate", type=float, default=1e-3, show_default=True,
               help="Learning rate of weights new to the checkpoint (the scoring head on MiniLM).")
+@click.option("--prior-weight", type=float, default=10.0, show_default=True,
+              help="Train the cross-encoder as a correction to this weight x the bundled bi-encoder's cosine "
+                   "(0: the cross-encoder alone).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
             easy_negatives: int,
             top_clusters: int | None, top_documents: int, post_ranker: str, init: str | None, epochs: int,
-            learning_rate: float, head_learning_rate: float, seed: int) -> None:
+            learning_rate: float, head_learning_rate: float, prior_weight: float, seed: int) -> None:
     """Label the pre-ranker's documents with aggregated attention scores and train a cross-encoder (BPR).
 
     Load the result with `ragfunnel search DIR QUESTION --pre-ranker OUT`.
@@ -68,7 +71,8 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
     labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives,
                               easy_negatives=easy_negatives)
     log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
-                           learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed)
+                           learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed,
+                           prior_weight=prior_weight)
     hits = sum(any(x.hits) for x in labelled)
     click.echo(f"{out_dir}: trained on {log.questions} of {len(labelled)} labelled questions ({hits} with an "
                f"answer-bearing document), {log.pairs} pairs, loss per epoch {log.epoch_loss}, {log.seconds:.0f}s")

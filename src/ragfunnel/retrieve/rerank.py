@@ -5,11 +5,13 @@ Three kinds behind one protocol, chosen by a spec string (:func:`load_pre_ranker
 ``minilm``          the bundled all-MiniLM-L6-v2 bi-encoder (cosine of question and document), offline default
 ``llm:SPEC``        an LLM asked, per document, whether it helps answer the question (yes > no)
 anything else       a cross-encoder by Hugging Face name or local directory, e.g. ``BAAI/bge-reranker-v2-m3``
-                    online, or the directory ``ragfunnel funnel distill`` writes
+                    online, or the directory ``ragfunnel funnel distill`` writes (with a ``prior.json``
+                    there, the cross-encoder's logit is added to the weighted bi-encoder cosine)
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +23,7 @@ from ragfunnel.types import Document
 
 DEFAULT_PRE_RANKER = "minilm"
 CROSS_ENCODER_TOKENS = 256  # question + document, truncated from the document's end
+PRIOR_FILE = "prior.json"  # in a distilled model's directory: the weight of the bi-encoder cosine it corrects
 
 
 class PreRanker(Protocol):
@@ -97,6 +100,35 @@ class CrossEncoderPreRanker:
         return np.concatenate(scores).astype(np.float64) if scores else np.zeros(0)
 
 
+class PriorCrossEncoderPreRanker:
+    """A cross-encoder that corrects the bundled bi-encoder: ``weight * cosine + logit``.
+
+    What ``ragfunnel funnel distill`` trains by default. Its new scoring head starts at zero, so
+    before training it ranks exactly as the bi-encoder does, and the few dozen questions a user
+    labels move it from there instead of teaching relevance from nothing.
+    """
+
+    def __init__(self, model: str | Path, *, weight: float, stored: np.ndarray | None = None, **kwargs):
+        self.cross_encoder = CrossEncoderPreRanker(model, **kwargs)
+        self.bi_encoder = BiEncoderPreRanker(stored=stored)
+        self.weight = weight
+
+    def score(self, question: str, documents: list[Document]) -> np.ndarray:
+        return self.weight * self.bi_encoder.score(question, documents) + self.cross_encoder.score(question, documents)
+
+
+def read_prior_weight(model_dir: Path) -> float | None:
+    """The bi-encoder weight a distilled model was trained with; None for a plain cross-encoder."""
+    path = model_dir / PRIOR_FILE
+    if not path.exists():
+        return None
+    try:
+        return float(json.loads(path.read_text())["weight"])
+    except (ValueError, KeyError, TypeError):
+        raise InputError(f"{path} is corrupted (no numeric \"weight\"); distil the model again or delete the file "
+                         "to use the cross-encoder alone") from None
+
+
 class LLMYesNoPreRanker:
     """Asks an LLM, one document at a time, whether the document helps answer the question.
 
@@ -129,4 +161,7 @@ def load_pre_ranker(spec: str | Path, *, stored: np.ndarray | None = None) -> Pr
         return BiEncoderPreRanker(stored=stored)
     if spec.startswith("llm:"):
         return LLMYesNoPreRanker(spec.removeprefix("llm:"))
+    weight = read_prior_weight(Path(spec))
+    if weight is not None:
+        return PriorCrossEncoderPreRanker(spec, weight=weight, stored=stored)
     return CrossEncoderPreRanker(spec)
