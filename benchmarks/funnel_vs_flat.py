@@ -179,7 +179,6 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
     questions, corpus = DATASETS[name]
     label = run_label(name, args)
     work = args.work / label
-    started = time.perf_counter()
     docs = load_corpus(corpus)
     if args.filler:
         with random_vectors_after(docs, passage_words=100):
@@ -187,7 +186,6 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
                                    flat=True, embed_documents=True)
     else:
         manifest = build_index(docs, work / "index", source=str(corpus), flat=True, embed_documents=True)
-    build_seconds = time.perf_counter() - started
     index = CorpusIndex(work / "index")
     warm_up(index)
     examples = examples_of(questions)
@@ -222,7 +220,7 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
             os.fsync(f.fileno())
             rows.append(row)
     return [{"dataset": label, "documents": manifest.documents, "clusters": manifest.clusters,
-             "passages": manifest.passages, "index_build_seconds": round(build_seconds, 1),
+             "passages": manifest.passages, "index_build_seconds": manifest.build_seconds,
              "distillation": distill_log, "rows": rows}]
 
 
