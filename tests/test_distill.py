@@ -100,17 +100,24 @@ def _margin(ranker, labelled: list[Labelled]) -> float:
     return float(np.mean(gaps))
 
 
-@pytest.mark.model
-def test_distillation_moves_the_pre_rankers_scores_towards_the_labels(tmp_path):
+def _distil(model_dir, prior_weight: float) -> tuple[list[Labelled], object]:
+    """Six real HotpotQA questions' labels, and a pre-ranker distilled on them for two epochs."""
     if not HOTPOT.exists():
         pytest.skip("shared data absent")
     pytest.importorskip("torch")
     from ragfunnel.retrieve.embed import minilm_directory
-    from ragfunnel.retrieve.rerank import CrossEncoderPreRanker, load_pre_ranker
 
     labelled = _hotpot_labels(6)
-    log = train_pre_ranker(labelled, init=minilm_directory(), out=tmp_path / "model", epochs=2,
-                           learning_rate=5e-5, seed=0, prior_weight=0, progress=False)
+    log = train_pre_ranker(labelled, init=minilm_directory(), out=model_dir, epochs=2, learning_rate=5e-5, seed=0,
+                           prior_weight=prior_weight, progress=False)
+    return labelled, log
+
+
+@pytest.mark.model
+def test_distillation_moves_the_pre_rankers_scores_towards_the_labels(tmp_path):
+    labelled, log = _distil(tmp_path / "model", prior_weight=0)
+    from ragfunnel.retrieve.rerank import CrossEncoderPreRanker, load_pre_ranker
+
     # The new head starts at zero, so every document scored 0 before training: a margin of 0.
     after = _margin(CrossEncoderPreRanker(tmp_path / "model"), labelled)
     assert log.questions == len(labelled) and log.epoch_loss[-1] < log.epoch_loss[0]
@@ -122,16 +129,10 @@ def test_distillation_moves_the_pre_rankers_scores_towards_the_labels(tmp_path):
 
 @pytest.mark.model
 def test_a_distilled_correction_starts_from_the_bi_encoder_and_moves_towards_the_labels(tmp_path):
-    if not HOTPOT.exists():
-        pytest.skip("shared data absent")
-    pytest.importorskip("torch")
-    from ragfunnel.retrieve.embed import minilm_directory
+    labelled, log = _distil(tmp_path / "model", prior_weight=10.0)
     from ragfunnel.retrieve.rerank import BiEncoderPreRanker, PriorCrossEncoderPreRanker, load_pre_ranker
 
-    labelled = _hotpot_labels(6)
-    before = 10.0 * _margin(BiEncoderPreRanker(), labelled)  # what the zero head adds nothing to
-    log = train_pre_ranker(labelled, init=minilm_directory(), out=tmp_path / "model", epochs=2,
-                           learning_rate=5e-5, seed=0, prior_weight=10.0, progress=False)
+    before = 10.0 * _margin(BiEncoderPreRanker(), labelled)  # the untrained model: its zero head adds nothing
     ranker = load_pre_ranker(tmp_path / "model")
     assert isinstance(ranker, PriorCrossEncoderPreRanker) and ranker.weight == 10.0 == log.prior_weight
     x = labelled[0]
