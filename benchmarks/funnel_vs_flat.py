@@ -61,7 +61,7 @@ from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.methods.base import generate_answer
 from ragfunnel.retrieve.attention import load_post_ranker
 from ragfunnel.retrieve.distill import LABELS_FILE, collect_labels, train_pre_ranker
-from ragfunnel.retrieve.embed import minilm_directory
+from ragfunnel.retrieve.embed import MiniLMEmbedder, minilm_directory
 from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
@@ -97,10 +97,10 @@ def random_vectors_after(real: list[Document], passage_words: int, seed: int = 0
 
     def embed_real_only(texts: list[str], desc: str, step: int = 256) -> np.ndarray:
         n = real_texts[desc]
-        vectors = np.empty((len(texts), 384), dtype=np.float32)
+        vectors = np.empty((len(texts), MiniLMEmbedder.dim), dtype=np.float32)
         vectors[:n] = embed(texts[:n], desc, step)
         for start in range(n, len(texts), 100_000):
-            block = rng.standard_normal((min(100_000, len(texts) - start), 384), dtype=np.float32)
+            block = rng.standard_normal((min(100_000, len(texts) - start), MiniLMEmbedder.dim), dtype=np.float32)
             vectors[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
         return vectors
 

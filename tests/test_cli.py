@@ -241,9 +241,8 @@ def test_flat_search_as_a_user_runs_it(tmp_path):
     assert_one_line_error(run("search", str(tmp_path / "e"), "Who?", "--flat"), "not a ragfunnel index")
 
 
-@pytest.mark.model
-def test_funnel_search_as_a_user_runs_it(tmp_path):
-    pytest.importorskip("transformers", reason="needs the [attention] extra")
+def index_linked_corpus(tmp_path) -> subprocess.CompletedProcess:
+    """`ragfunnel index --embed-documents` of four short documents, two of them linked, into tmp_path/ix."""
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("\n".join(json.dumps(r) for r in [
         {"id": "gull", "title": "Gull Rock", "text": "The lighthouse on Gull Rock was built of granite in 1871.",
@@ -253,7 +252,13 @@ def test_funnel_search_as_a_user_runs_it(tmp_path):
         {"id": "ferry", "title": "Port Ellis", "text": "The island ferry runs twice daily from Port Ellis harbour."},
         {"id": "mill", "title": "Ellis Mill", "text": "The mill at Port Ellis ground barley until 1930."},
     ]) + "\n")
-    built = run("index", str(corpus), "--out", str(tmp_path / "ix"), "--embed-documents")
+    return run("index", str(corpus), "--out", str(tmp_path / "ix"), "--embed-documents")
+
+
+@pytest.mark.model
+def test_funnel_search_as_a_user_runs_it(tmp_path):
+    pytest.importorskip("transformers", reason="needs the [attention] extra")
+    built = index_linked_corpus(tmp_path)
     assert built.returncode == 0 and "document vectors" in built.stdout  # the pre-ranker reads them
     r = run("search", str(tmp_path / "ix"), "What did Martha Quill write about?", "--top-k", "2",
             "--top-documents", "3", "--post-ranker", "bundled:smollm2-135m", "--json")
@@ -270,6 +275,31 @@ def test_funnel_search_as_a_user_runs_it(tmp_path):
     answer = json.loads(r.stdout)
     assert answer["method"] == "funnel" and answer["answer"] and answer["chunks_used"]
     assert [s["name"] for s in answer["trace"]["stages"]] == ["retrieval", "pre_ranking", "post_ranking", "generate"]
+
+
+@pytest.mark.model
+def test_distillation_as_a_user_runs_it(tmp_path):
+    pytest.importorskip("transformers", reason="needs the [attention] extra")
+    from ragfunnel.retrieve.rerank import PriorCrossEncoderPreRanker, load_pre_ranker
+
+    assert index_linked_corpus(tmp_path).returncode == 0
+    questions = tmp_path / "train.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": "Who kept the light on Gull Rock?",
+                                     "answers": ["Martha Quill"]}) + "\n"
+                         + json.dumps({"id": "q2", "question": "How often does the ferry run?",
+                                       "answers": ["twice daily"]}) + "\n")
+    r = run("funnel", "distill", str(tmp_path / "ix"), "--questions", str(questions), "--out", str(tmp_path / "pre"),
+            "--post-ranker", "bundled:smollm2-135m", "--top-documents", "3", "--top-positives", "1", "--epochs", "1")
+    assert r.returncode == 0, r.stderr
+    assert "trained on 2 of 2 labelled questions" in r.stdout
+    assert len((tmp_path / "pre" / "distill_labels.jsonl").read_text().splitlines()) == 2
+    assert isinstance(load_pre_ranker(tmp_path / "pre"), PriorCrossEncoderPreRanker)  # the default: a correction
+    r = run("search", str(tmp_path / "ix"), "Who kept the light?", "--pre-ranker", str(tmp_path / "pre"),
+            "--post-ranker", "bundled:smollm2-135m", "--top-k", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert len(json.loads(r.stdout)["results"]) == 1
+    assert_one_line_error(run("funnel", "distill", str(tmp_path / "ix"), "--questions", str(tmp_path / "nope.jsonl"),
+                              "--out", str(tmp_path / "x")), "nope.jsonl")
 
 
 def test_ask_needs_exactly_one_source_and_a_matching_method(tmp_path):

@@ -43,7 +43,7 @@ def funnel() -> None:
               help="Learning rate of weights new to the checkpoint (the scoring head on MiniLM).")
 @click.option("--prior-weight", type=float, default=10.0, show_default=True,
               help="Train the cross-encoder as a correction to this weight x the bundled bi-encoder's cosine "
-                   "(0: the cross-encoder alone).")
+                   "(0: the cross-encoder alone, e.g. for an --init that is already a trained cross-encoder).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
             easy_negatives: int,
