@@ -158,3 +158,16 @@ def test_corrupted_or_foreign_index_is_named(tmp_path):
         CorpusIndex(tmp_path / "ix")
     with pytest.raises(InputError, match="not a ragfunnel index"):
         CorpusIndex(tmp_path)
+
+
+def test_an_index_from_before_the_document_vectors_flag_was_dropped_still_opens(tmp_path):
+    # Earlier v2 manifests carried "document_vectors": bool; it is now read from the file list.
+    build_index(small_corpus(), tmp_path / "ix", source="test")
+    path = tmp_path / "ix" / "manifest.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "document_vectors": False}))
+    ix = CorpusIndex(tmp_path / "ix")
+    assert ix.document_vectors is None and not ix.manifest.document_vectors
+    assert build_index(small_corpus(), tmp_path / "ix", source="test").documents == len(small_corpus())  # up to date
+    path.write_text(json.dumps({**json.loads(path.read_text()), "unknown": 1}))
+    with pytest.raises(InputError, match="unexpected fields"):
+        CorpusIndex(tmp_path / "ix")

@@ -70,6 +70,11 @@ class Manifest:
         """Whether the index stores every document's MiniLM vector (built with ``embed_documents``)."""
         return DOCUMENT_VECTORS in self.files
 
+    @classmethod
+    def from_json(cls, data: dict) -> Manifest:
+        """A manifest as written; the ``document_vectors`` flag of earlier v2 indexes is read from ``files``."""
+        return cls(**{k: v for k, v in data.items() if k != "document_vectors"})
+
 
 def check_documents(docs: list[Document]) -> None:
     """Refuse a corpus the index cannot represent faithfully, naming the first offender."""
@@ -130,7 +135,7 @@ def build_index(
                 DOCUMENT_VECTORS in old.get("files", {})) == (VERSION, digest, max_cluster_tokens, wanted_passages,
                                                               embed_documents):
             log.info("%s is up to date with %s", out, source)
-            return Manifest(**old)
+            return Manifest.from_json(old)
         raise ConfigError(f"{out} holds an index of another corpus or configuration; pass --force to rebuild "
                           "it or choose another --out")
     if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
@@ -318,7 +323,7 @@ def _read_manifest(root: Path) -> Manifest:
         raise InputError(f"{root} was written as {data.get('format')} v{data.get('version')}; this ragfunnel reads "
                          f"{FORMAT} v{VERSION}: rebuild it with `ragfunnel index CORPUS --out {root} --force`")
     try:
-        return Manifest(**data)
+        return Manifest.from_json(data)
     except TypeError:
         raise InputError(f"{path} is corrupted (unexpected fields); rebuild the index with "
                          "`ragfunnel index --force`") from None
