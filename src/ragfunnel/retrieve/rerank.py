@@ -108,8 +108,8 @@ class PriorCrossEncoderPreRanker:
     labels move it from there instead of teaching relevance from nothing.
     """
 
-    def __init__(self, model: str | Path, *, weight: float, stored: np.ndarray | None = None, **kwargs):
-        self.cross_encoder = CrossEncoderPreRanker(model, **kwargs)
+    def __init__(self, model: str | Path, *, weight: float, stored: np.ndarray | None = None):
+        self.cross_encoder = CrossEncoderPreRanker(model)
         self.bi_encoder = BiEncoderPreRanker(stored=stored)
         self.weight = weight
 
