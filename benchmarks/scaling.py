@@ -36,6 +36,12 @@ comes from) and, per budget band (previous budget, budget] and strategy, the ``-
 budget over all datasets (every configuration within 1k on each dataset, then within 2k, ...), so a run
 stopped early leaves whole tables for the smaller budgets.
 
+Prompt caches are kept between answers (``run_grid(cold_caches=False)``; ``--cold-caches`` drops them):
+a configuration's questions run back to back and DRAG's demonstrations, the same for every question, come
+first in the prompt, so llama.cpp prefills them once per configuration instead of once per answer.
+Effective context length still counts every input token; the rows' seconds are then not cold-start times
+(rows written before 2026-11-23 06:00, budgets up to 4k, ran with cold caches).
+
 Resumable: rows go to ``OUT/<dataset>/rows.jsonl`` as each answer finishes (the grid runner's format,
 one per question and configuration) and a re-run skips what is there; more questions, budgets or grid
 values only add rows. ``OUT`` also gets ``scaling.json`` (date, machine, command, settings, tables, fit,
@@ -605,6 +611,8 @@ def main() -> None:
                         help="indexes and demonstration caches")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/scaling"),
                         help="rows, tables, fit and plots (re-running with it resumes)")
+    parser.add_argument("--cold-caches", action="store_true",
+                        help="drop the model's prompt cache before every answer (slower; for timing answers)")
     parser.add_argument("--dry-run", action="store_true", help="list the configurations and their cost, then stop")
     args = parser.parse_args()
     if args.held_back is None:
@@ -644,7 +652,7 @@ def run(args: argparse.Namespace) -> None:
             configs = [c for c in ds.configs if ds.estimate(c) <= budget]
             result = run_grid(ds.split.grid, configs,
                               lambda c, ds=ds: Logged(ds.name, c, make_method(ds, c, llm)),
-                              args.out / ds.name, config_meta=run_meta(ds, args))
+                              args.out / ds.name, config_meta=run_meta(ds, args), cold_caches=args.cold_caches)
             log.info("%s, configurations within %s: %d answers written, %d in the run", ds.name,
                      format_tokens(budget), result.written, len(result.rows))
 

@@ -125,6 +125,14 @@ def test_resume_after_a_torn_last_line_gives_one_row_per_pair(tmp_path):
     assert len(pairs) == 6 == len(set(pairs))
 
 
+@pytest.mark.parametrize("cold, resets", [(True, 4), (False, 0)])
+def test_prompt_caches_are_dropped_before_each_answer_unless_kept(tmp_path, monkeypatch, cold, resets):
+    dropped = []
+    monkeypatch.setattr("ragfunnel.scaling.grid.reset_loaded", lambda: dropped.append(1))
+    run_grid(examples(2), CONFIGS[:2], FakeMethod, tmp_path, config_meta={}, progress=False, cold_caches=cold)
+    assert len(dropped) == resets
+
+
 def test_a_different_run_configuration_is_refused(tmp_path):
     run_grid(examples(1), CONFIGS[:1], FakeMethod, tmp_path, config_meta={"dataset": "a"}, progress=False)
     with pytest.raises(ConfigError, match="differs in: dataset.*new --out"):

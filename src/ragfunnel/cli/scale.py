@@ -181,10 +181,14 @@ def _demonstrations(path: Path | None) -> Any:
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
               help="Dataset format.")
 @click.option("--task", type=click.Choice(["qa", "multihop"]), help="Prompt family [default: the dataset's].")
+@click.option("--keep-cache", is_flag=True,
+              help="Keep the model's prompt cache between answers: the demonstrations, the same for every "
+                   "question, are read once per configuration (much faster with many shots; seconds then "
+                   "depend on what ran before).")
 @_metric_option
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
-         task: str | None, metric: str) -> None:
+         task: str | None, keep_cache: bool, metric: str) -> None:
     """Answer DATASET's questions under every configuration within the budgets, one row per
     (question, configuration); then write the optimal-performance table and plot into --out."""
     from ragfunnel.corpus.index import CorpusIndex
@@ -216,7 +220,8 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
             "demonstrations": str(demonstrations_path.resolve()) if demonstrations_path else None, "task": task,
             "limit": limit, "budgets": limits, "strategies": strategies, "documents": documents, "shots": shots,
             "iterations": iterations}
-    result = run_grid(examples, chosen, lambda c: build(c, llm), run_dir, config_meta=meta)
+    result = run_grid(examples, chosen, lambda c: build(c, llm), run_dir, config_meta=meta,
+                      cold_caches=not keep_cache)
     failed = sum(1 for r in result.rows if r.error is not None)
     click.echo(f"{result.written} answers written, {len(result.rows)} in {run_dir}, {failed} failed", err=True)
     _write_summary(run_dir, limits, metric)

@@ -253,13 +253,18 @@ def run_grid(
     *,
     config_meta: dict[str, Any],
     progress: bool = True,
+    cold_caches: bool = True,
 ) -> GridResult:
     """Answer every example under every configuration, appending a row per pair to ``run_dir/rows.jsonl``.
 
     Configurations run one after another in the order given (put the cheap ones first), so a run
     stopped early leaves whole configurations behind. ``config_meta`` identifies the run (dataset,
     index, model ...); resuming needs the same one. Every pair starts with cold prompt caches so
-    its seconds do not depend on what ran before.
+    its seconds do not depend on what ran before. With ``cold_caches=False`` the models keep their
+    prompt caches between answers instead: prompts that share a prefix with the previous one (DRAG's
+    demonstrations come first and are the same for every question) prefill only the rest, which saves
+    most of a many-shot configuration's time. Effective context length counts every input token
+    either way; seconds then depend on what ran before.
     """
     run_dir = Path(run_dir)
     examples, configs = list(examples), list(dict.fromkeys(configs))
@@ -282,7 +287,8 @@ def run_grid(
             tqdm(total=len(todo), desc=f"grid {run_dir.name}", unit="answer",
                  disable=None if progress else True) as bar:
         for config, example in todo:
-            reset_loaded()
+            if cold_caches:
+                reset_loaded()
             row = _row(example, config, partial(answer, config, example))
             append_row(out, row)
             rows.append(GridRow.from_json(row))
