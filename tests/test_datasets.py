@@ -62,6 +62,25 @@ def test_malformed_rows_are_reported_with_file_and_line(tmp_path):
     assert [(e.line, e.message.split(" ")[0]) for e in loaded.errors] == [(2, "not"), (3, "missing"), (4, "missing")]
 
 
+@pytest.mark.parametrize("fmt, record, says", [
+    ("musique", {"question": "q", "answer": "a", "paragraphs": ["oops"]}, "'paragraphs' must be a list of"),
+    ("hotpotqa", {"question": "q", "answer": "a", "context": [["T", [1, 2]]]}, "lists of sentence strings"),
+    ("hotpotqa", {"question": 5, "answer": "a", "context": [["T", ["s"]]]}, "'question' must be a string, got int"),
+    ("longbench", {"input": "q", "context": ["x"], "answers": ["a"]}, "'context' must be a string, got list"),
+    ("jsonl", {"question": ["q"], "answers": ["a"]}, "'question' must be a string, got list"),
+    ("nq-open", {"question": "q", "answer": [{"a": 1}]}, "answers must be strings or numbers, got dict"),
+    ("musique", {"question": "q", "answer": "a", "paragraphs": [{"title": 3, "paragraph_text": None}]},
+     "not a musique row"),
+])
+def test_rows_of_the_wrong_shape_are_reported_not_crashed_on(tmp_path, fmt, record, says):
+    path = write_jsonl(tmp_path / "d.jsonl", [record])
+    loaded = load_dataset(path, format=fmt, on_error="skip")
+    assert not loaded.examples and [e.line for e in loaded.errors] == [1]
+    assert says in loaded.errors[0].message
+    with pytest.raises(InputError, match="d.jsonl:1: .*--on-error skip"):
+        load_dataset(path, format=fmt)
+
+
 def test_longbench_choices_make_a_choice_task(tmp_path):
     row = {"_id": "x", "input": "Which?", "context": "long text", "answers": ["B"], "all_classes": ["A", "B"]}
     (e,) = load_dataset(write_jsonl(tmp_path / "lb.jsonl", [row])).examples

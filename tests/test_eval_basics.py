@@ -11,6 +11,8 @@ from ragfunnel.eval.metrics import (
     choice_accuracy,
     contains_answer,
     exact_match,
+    gold_rank,
+    gold_recall,
     mrr,
     ndcg_at_k,
     normalize_answer,
@@ -106,3 +108,13 @@ def test_answer_recall_and_gold_rank():
     assert answer_rank(["The Parisian", "in Paris."], ["paris"]) == 2  # whole words only
     assert answer_rank(texts, ["Berlin"]) is None
     assert answer_rank(texts, [""]) is None  # an empty reference matches nothing
+
+
+def test_gold_rank_and_recall_over_word_spans():
+    ranked = [(20, 30), (0, 10), (10, 20), (30, 35)]  # chunks in score order
+    gold = [(12, 18), (28, 33)]  # two supporting passages
+    assert gold_rank(ranked, gold) == 1  # words 20-30 overlap the passage at 28-33
+    assert gold_rank(ranked[1:], gold) == 2  # then 10-20 holds the first passage
+    assert gold_rank([(0, 10), (18, 28)], gold) is None  # touching an edge is not overlapping
+    assert gold_recall([(10, 20)], gold) == 0.5 and gold_recall(ranked, gold) == 1.0
+    assert gold_recall([(0, 10)], gold) == 0.0 and gold_recall(ranked, []) == 0.0

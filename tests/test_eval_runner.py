@@ -10,10 +10,10 @@ import time
 import pytest
 
 from ragfunnel.errors import ConfigError
-from ragfunnel.eval.runner import ROWS_FILE, run_eval, score
+from ragfunnel.eval.runner import ROWS_FILE, gold_word_spans, run_eval, score
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
-from ragfunnel.types import Example
+from ragfunnel.types import Document, Example
 
 CONTEXT = " ".join(f"word{i}" for i in range(50)) + " The capital is Paris."
 
@@ -117,3 +117,37 @@ def test_every_pair_starts_with_cold_prompt_caches(tmp_path, monkeypatch):
     monkeypatch.setitem(registry._loaded, "fake:cached", Cached(lambda prompt, i: "Paris"))
     run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
     assert Cached.resets == 4  # 2 examples x 2 methods
+
+
+def hotpot_like():
+    """Three 10-word passages (title + 9 words); the second supports the answer."""
+    docs = [Document(t, t, " ".join(f"{t.lower()}{i}" for i in range(9))) for t in ("Alpha", "Beta", "Gamma")]
+    docs[1] = Document("Beta", "Beta", "the capital is Paris and nothing else is here")
+    return Example(id="h", question="What is the capital?", answers=["Paris"], task="multihop",
+                   context="\n\n".join(d.render() for d in docs), passages=docs,
+                   meta={"supporting_titles": ["Beta"]})
+
+
+def test_gold_spans_come_from_supporting_titles_or_gold_passages():
+    ex = hotpot_like()
+    assert gold_word_spans(ex) == [(10, 20)]
+    by_position = Example(id="g", question="q", answers=["a"], context=ex.context, passages=ex.passages,
+                          meta={"gold_passages": [0, 2]})
+    assert gold_word_spans(by_position) == [(0, 10), (20, 30)]
+    assert gold_word_spans(Example(id="n", question="q", answers=["a"], context="no passages")) is None
+    edited = Example(id="e", question="q", answers=["a"], context=ex.context + " more", passages=ex.passages,
+                     meta=ex.meta)
+    assert gold_word_spans(edited) is None  # the context is not its passages joined: spans unknown
+
+
+def test_rows_record_where_the_supporting_passage_ranks(tmp_path):
+    llm = FakeLLM(lambda prompt, i: "Paris")
+    # 8-word chunks: [0,8) [8,16) [16,24) [24,30); the supporting passage is words 10-20.
+    op = make_method("op", strong=llm, budget=12, chunk_words=8)
+    (row,) = run_eval([hotpot_like()], {"op": op}, tmp_path, config={}, progress=False).rows
+    assert row["ranking"][0] == 1 and sorted(row["ranking"]) == [0, 1, 2, 3]  # BM25 on "capital": Beta's chunk
+    assert row["gold_rank"] == 1
+    assert [c["position"] for c in row["chunks_used"]] == [1] and row["gold_recall"] == 1.0
+    (lc_row,) = run_eval([hotpot_like()], {"lc": make_method("lc", strong=llm)}, tmp_path / "lc", config={},
+                         progress=False).rows
+    assert "gold_rank" not in lc_row  # long context ranks nothing

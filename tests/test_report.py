@@ -2,22 +2,30 @@
 
 import pytest
 
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, ModelError
 from ragfunnel.eval.report import write_report
-from ragfunnel.eval.runner import run_eval
+from ragfunnel.eval.runner import ROWS_FILE, run_eval
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
-from ragfunnel.types import Example
+from ragfunnel.types import Document, Example
 
-CONTEXT = " ".join(f"filler{i}" for i in range(60)) + " The bridge opened in 1932."
+# Words 0-60 are filler, 61-66 the supporting passage; 20-word chunks put it in the last chunk.
+PASSAGES = [Document("Fill", "Fill", " ".join(f"filler{i}" for i in range(60))),
+            Document("Bridge", "Bridge", "The bridge opened in 1932.")]
+CONTEXT = "\n\n".join(d.render() for d in PASSAGES)
+
+
+def unreachable(prompt, i):
+    raise ModelError("the server at http://localhost:9 is unreachable")
 
 
 def make_run(path, budget):
     llm = FakeLLM(lambda prompt, i: "1932" if "opened in 1932" in prompt else "unknown")
     methods = {"op": make_method("op", strong=llm, budget=budget, chunk_words=20),
-               "lc": make_method("lc", strong=llm)}
-    exs = [Example(id=str(i), question="When did the bridge open?", context=CONTEXT, answers=["1932"])
-           for i in range(3)]
+               "lc": make_method("lc", strong=llm),
+               "vanilla": make_method("vanilla", strong=FakeLLM(unreachable), budget=budget, chunk_words=20)}
+    exs = [Example(id=str(i), question="When did the bridge open?", context=CONTEXT, answers=["1932"],
+                   passages=PASSAGES, meta={"supporting_titles": ["Bridge"]}) for i in range(3)]
     run_eval(exs, methods, path, config={"dataset": "bridges.jsonl", "options": {"budget": budget}}, progress=False)
 
 
@@ -26,13 +34,16 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     make_run(tmp_path / "b60", 60)
     files = write_report([tmp_path / "b20", tmp_path / "b60"], tmp_path / "out")
     names = {f.name for f in files}
-    assert {"report.md", "report.html", "quality_vs_latency.png", "quality_vs_budget.png", "answer_rank.png"} <= names
+    assert {"report.md", "report.html", "quality_vs_latency.png", "quality_vs_budget.png", "answer_rank.png",
+            "gold_rank.png"} <= names
     assert all(f.stat().st_size > 1000 for f in files if f.suffix == ".png")
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| bridges | op | 60 | 3 | 0 |" in md and "| bridges | lc |" in md
-    # The answer sits in the last of four chunks (20 words each, 5 in the last), which BM25 on the question ranks first.
-    assert md.splitlines()[4].endswith("| 1.00 | 1.00 |")  # op at budget 20: answer chunk @1, @3
-    assert md.splitlines()[5].endswith("| - | - |")  # lc ranks nothing
+    assert "| bridges | vanilla | 20 | 3 | 3 |" in md  # every row failed, and the table says so
+    # The answer and its supporting passage sit in the last of four chunks (7 words), which BM25 ranks first:
+    # answer chunk @1, @3, gold chunk @1, @3 and the final context's share of supporting passages.
+    assert md.splitlines()[4].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |")
+    assert md.splitlines()[5].endswith("| - | - | - | - | - |")  # lc ranks nothing
     assert "<table>" in (tmp_path / "out" / "report.html").read_text()
 
 
@@ -48,3 +59,15 @@ def test_report_names_the_valid_metrics(tmp_path):
     assert (tmp_path / "out" / "report.md").exists() is False
     files = write_report([tmp_path / "b20"], tmp_path / "out", metric="em")
     assert any(f.name == "quality_vs_latency.png" for f in files)
+    assert not any(f.name == "quality_vs_budget.png" for f in files)  # one budget makes no curve
+
+
+def test_a_report_during_a_run_does_not_cut_the_row_being_written(tmp_path):
+    make_run(tmp_path / "b20", 20)
+    rows = tmp_path / "b20" / ROWS_FILE
+    with rows.open("a") as f:
+        f.write('{"example_id": "3", "meth')  # the eval process is half-way through its next row
+    before = rows.read_bytes()
+    write_report([tmp_path / "b20"], tmp_path / "out")
+    assert rows.read_bytes() == before
+    assert "| bridges | op | 20 | 3 | 0 |" in (tmp_path / "out" / "report.md").read_text()

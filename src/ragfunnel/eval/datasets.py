@@ -90,8 +90,21 @@ def _require(record: dict, *keys: str) -> None:
         raise RowError(f"missing {', '.join(repr(k) for k in missing)}")
 
 
+def _text(record: dict, key: str) -> str:
+    value = record.get(key)
+    if not isinstance(value, str):
+        raise RowError(f"{key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _optional_text(record: dict, key: str) -> str | None:
+    return None if record.get(key) is None else _text(record, key)
+
+
 def _answers(value: Any) -> list[str]:
     values = value if isinstance(value, list) else [value]
+    if (odd := next((v for v in values if not isinstance(v, str | int | float)), None)) is not None:
+        raise RowError(f"answers must be strings or numbers, got {type(odd).__name__}")
     answers = [str(v).strip() for v in values if str(v).strip()]
     if not answers:
         raise RowError("no non-empty answer")
@@ -111,6 +124,8 @@ def _hotpotqa(record: dict, index: int) -> Example:
         pairs = [(p[0], p[1]) for p in ctx if isinstance(p, list | tuple) and len(p) >= 2]
     if not pairs:
         raise RowError("'context' holds no [title, sentences] paragraphs")
+    if not all(isinstance(sents, list) and all(isinstance(x, str) for x in sents) for _, sents in pairs):
+        raise RowError("'context' paragraphs must hold lists of sentence strings")
     docs = [Document(str(title), str(title), "".join(sents)) for title, sents in pairs]
     facts = record.get("supporting_facts") or []
     if isinstance(facts, dict):
@@ -119,7 +134,7 @@ def _hotpotqa(record: dict, index: int) -> Example:
         titles = [f[0] for f in facts if isinstance(f, list | tuple) and f]
     return Example(
         id=str(record.get("_id") or record.get("id") or index),
-        question=record["question"],
+        question=_text(record, "question"),
         context=_join(docs),
         answers=_answers(record["answer"]),
         task="multihop",
@@ -132,13 +147,15 @@ def _hotpotqa(record: dict, index: int) -> Example:
 def _musique(record: dict, index: int) -> Example:
     _require(record, "question", "answer", "paragraphs")
     paras = record["paragraphs"]
+    if not isinstance(paras, list) or not all(isinstance(p, dict) for p in paras):
+        raise RowError("'paragraphs' must be a list of {title, paragraph_text, is_supporting} objects")
     docs = [Document(str(p.get("idx", i)), p.get("title", ""), p.get("paragraph_text", ""))
             for i, p in enumerate(paras)]
     return Example(
         id=str(record.get("id") or index),
-        question=record["question"],
+        question=_text(record, "question"),
         context=_join(docs),
-        answers=_answers([record["answer"], *record.get("answer_aliases", [])]),
+        answers=_answers([record["answer"], *(record.get("answer_aliases") or [])]),
         task="multihop",
         meta={"titles": [d.title for d in docs],
               "supporting_titles": [p.get("title", "") for p in paras if p.get("is_supporting")],
@@ -149,7 +166,8 @@ def _musique(record: dict, index: int) -> Example:
 
 def _nq_open(record: dict, index: int) -> Example:
     _require(record, "question", "answer")
-    return Example(id=str(record.get("id") or index), question=record["question"], answers=_answers(record["answer"]))
+    return Example(id=str(record.get("id") or index), question=_text(record, "question"),
+                   answers=_answers(record["answer"]))
 
 
 def _longbench(record: dict, index: int) -> Example:
@@ -157,8 +175,8 @@ def _longbench(record: dict, index: int) -> Example:
     choices = record.get("all_classes") or None
     return Example(
         id=str(record.get("_id") or index),
-        question=record["input"],
-        context=record["context"],
+        question=_text(record, "input"),
+        context=_text(record, "context"),
         answers=_answers(record["answers"]),
         choices=choices,
         task="choice" if choices else "qa",
@@ -173,8 +191,8 @@ def _generic(record: dict, index: int) -> Example:
         raise RowError("missing 'answers' (a list of strings) or 'answer' (a string)")
     return Example(
         id=str(record.get("id") or index),
-        question=record["question"],
-        context=record.get("context"),
+        question=_text(record, "question"),
+        context=_optional_text(record, "context"),
         answers=_answers(record[key]),
         choices=record.get("choices"),
         task=record.get("task", "qa"),
@@ -230,8 +248,10 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
             example = FORMATS[fmt](record, line)
             if example.id in seen:
                 raise RowError(f"duplicate id {example.id!r}")
-        except (RowError, InputError) as e:
-            bad = BadRow(str(path), line, str(e))
+        except (RowError, InputError, TypeError, AttributeError, KeyError) as e:
+            # The type checks above name the usual mistakes; anything else a row's shape trips is still its fault.
+            message = str(e) if isinstance(e, RowError | InputError) else f"not a {fmt} row ({type(e).__name__}: {e})"
+            bad = BadRow(str(path), line, message)
             if on_error == "fail":
                 raise InputError(f"{bad}; fix the row or skip bad rows (on_error='skip', --on-error skip)") from None
             log.warning("skipping %s", bad)

@@ -108,3 +108,20 @@ def ndcg_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
     dcg = sum(1.0 / math.log2(rank + 1) for rank, i in enumerate(ranked_ids[:k], start=1) if i in gold)
     ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
     return dcg / ideal if ideal else 0.0
+
+
+Span = tuple[int, int]  # [start, end) of a unit, in words from the start of the context
+
+
+def _overlaps(a: Span, b: Span) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def gold_rank(ranked: list[Span], gold: list[Span]) -> int | None:
+    """1-based rank of the first ranked span that overlaps a gold span (a supporting passage); None if none does."""
+    return next((rank for rank, span in enumerate(ranked, start=1) if any(_overlaps(span, g) for g in gold)), None)
+
+
+def gold_recall(used: list[Span], gold: list[Span]) -> float:
+    """Share of gold spans that at least one used span overlaps (how much of the evidence reached the LLM)."""
+    return sum(1 for g in gold if any(_overlaps(u, g) for u in used)) / len(gold) if gold else 0.0

@@ -1,11 +1,12 @@
 """Reports over run directories: a table per dataset x method, and PNG plots.
 
 ``report.md`` and ``report.html`` hold the same tables; ``quality_vs_latency.png`` plots each
-method's mean quality against its mean latency, ``quality_vs_budget.png`` (when the runs used
-several final budgets) the paper's "number of chunks" curve, and ``answer_rank.png`` (for
-short-answer tasks) where each method's chunk scores put the first chunk holding the answer:
-BM25 against the question for ``op``/``vanilla``/``self-route``, the fused draft scores for
-``fb``/``fb-f``.
+method's mean quality against its mean latency, ``quality_vs_budget.png`` (when a method ran at
+several final budgets) the paper's "number of chunks" curve, ``answer_rank.png`` (for
+short-answer tasks) where each method's chunk scores put the first chunk holding the answer, and
+``gold_rank.png`` (for datasets with supporting passages) where they put the first chunk
+overlapping a supporting passage: BM25 against the question for ``op``/``vanilla``/``self-route``,
+the fused draft scores for ``fb``/``fb-f``. Methods whose every row failed are left out of the plots.
 """
 
 from __future__ import annotations
@@ -42,17 +43,28 @@ class MethodSummary:
     input_tokens: float
     # Rank of the first answer-bearing chunk per row that ranked chunks (None: no chunk holds it).
     answer_ranks: list[int | None]
+    # The same for the first chunk overlapping a supporting passage, per row that knows them.
+    gold_ranks: list[int | None]
+    gold_recall: float | None  # mean share of supporting passages the final context touched
 
     def answer_at(self, k: int) -> float | None:
         """Share of ranked rows whose answer-bearing chunk is in the top ``k``."""
-        if not self.answer_ranks:
-            return None
-        return sum(1 for r in self.answer_ranks if r is not None and r <= k) / len(self.answer_ranks)
+        return _share_at(self.answer_ranks, k)
+
+    def gold_at(self, k: int) -> float | None:
+        """Share of rows with supporting passages whose first gold chunk is in the top ``k``."""
+        return _share_at(self.gold_ranks, k)
 
     def headline(self, metric: str | None = None) -> tuple[str, float]:
         """(name, mean) of ``metric``, or of the task's first available headline metric."""
         key = metric if metric in self.metrics else next((k for k in HEADLINE if k in self.metrics), None)
         return (key, self.metrics[key]) if key else ("-", 0.0)
+
+
+def _share_at(ranks: list[int | None], k: int) -> float | None:
+    if not ranks:
+        return None
+    return sum(1 for r in ranks if r is not None and r <= k) / len(ranks)
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -65,7 +77,7 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
     if not config_path.exists():
         raise InputError(f"{run_dir} is not a run directory (no {CONFIG_FILE}); pass the --out of `ragfunnel eval`")
     config = json.loads(config_path.read_text())
-    rows = read_rows(run_dir / ROWS_FILE)
+    rows = read_rows(run_dir / ROWS_FILE, repair=False)
     dataset = Path(config.get("dataset", run_dir.name)).stem
     if config.get("context_words"):
         dataset += f" @{config['context_words']}w"  # long contexts built from a corpus
@@ -89,6 +101,9 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             stage_seconds={k: (statistics.fmean(v), _quantile(v, 0.5), _quantile(v, 0.9)) for k, v in stages.items()},
             input_tokens=statistics.fmean(r["trace"]["input_tokens"] for r in ok) if ok else 0.0,
             answer_ranks=[r.get("answer_rank") for r in ok if r.get("n_chunks")],
+            gold_ranks=[r["gold_rank"] for r in ok if "gold_rank" in r],
+            gold_recall=statistics.fmean(gold) if (gold := [r["gold_recall"] for r in ok if "gold_recall" in r])
+            else None,
         ))
     return out
 
@@ -96,13 +111,15 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
 def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     metric_names = sorted({k for s in summaries for k in s.metrics})
     header = ["dataset", "method", "budget", "n", "failed", *metric_names, "mean s", "p50 s", "p90 s",
-              "stages (mean / p50 / p90 s)", "LLM input tokens", "answer chunk @1", "@3"]
+              "stages (mean / p50 / p90 s)", "LLM input tokens", "answer chunk @1", "@3", "gold chunk @1", "@3",
+              "gold recall"]
     body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures),
              *(f"{s.metrics[m]:.3f}" if m in s.metrics else "-" for m in metric_names),
              f"{s.seconds_mean:.1f}", f"{s.seconds_p50:.1f}", f"{s.seconds_p90:.1f}",
              "; ".join(f"{k} {m:.1f} / {p50:.1f} / {p90:.1f}" for k, (m, p50, p90) in s.stage_seconds.items()),
              f"{s.input_tokens:.0f}",
-             *(_share(s.answer_at(k)) for k in (1, 3))]
+             *(_share(s.answer_at(k)) for k in (1, 3)), *(_share(s.gold_at(k)) for k in (1, 3)),
+             _share(s.gold_recall)]
             for s in summaries]
     return header, body
 
@@ -120,6 +137,7 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
     except ImportError:
         raise MissingExtra("matplotlib", "eval") from None
     made = []
+    summaries = [s for s in summaries if s.n > s.failures]  # a method that only failed has nothing to plot
     fig, ax = plt.subplots(figsize=(6, 4))
     for s in summaries:
         key, value = s.headline(metric)
@@ -134,15 +152,16 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
     plt.close(fig)
     made.append("quality_vs_latency.png")
 
-    budgets = {s.budget for s in summaries if s.budget}
-    if len(budgets) > 1:
+    curves = {}
+    for (dataset, method) in dict.fromkeys((s.dataset, s.method) for s in summaries):
+        points = sorted((s.budget, s.headline(metric)[1]) for s in summaries
+                        if (s.dataset, s.method) == (dataset, method) and s.budget)
+        if len(points) > 1:  # a curve needs runs at two budgets or more
+            curves[f"{method} ({dataset})"] = points
+    if curves:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for (dataset, method) in dict.fromkeys((s.dataset, s.method) for s in summaries):
-            points = sorted((s.budget, s.headline(metric)[1]) for s in summaries
-                            if (s.dataset, s.method) == (dataset, method) and s.budget)
-            if not points:
-                continue
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{method} ({dataset})")
+        for label, points in curves.items():
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
         ax.set_xlabel("final context budget (tokens)")
         ax.set_ylabel("quality")
         ax.set_title("Quality vs context budget")
@@ -152,30 +171,39 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
         plt.close(fig)
         made.append("quality_vs_budget.png")
 
-    # One line per ranking: op, vanilla and self-route all rank chunks by BM25 on the question.
-    lines: dict[tuple[str, str], MethodSummary] = {}
-    for s in summaries:
-        if s.answer_ranks:
-            source = "BM25(question)" if s.method in QUESTION_RANKED else s.method
-            lines.setdefault((s.dataset, source), s)
-    if lines:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        deepest = max((r for s in lines.values() for r in s.answer_ranks if r is not None), default=1)
-        ks = list(range(1, deepest + 1))
-        for (dataset, source), s in lines.items():
-            ax.step(ks, [s.answer_at(k) for k in ks], where="post", marker=".",
-                    label=f"{source} ({dataset}, n={len(s.answer_ranks)})")
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_xlabel("rank of the first chunk holding the answer")
-        ax.set_ylabel("share of questions at or above this rank")
-        ax.set_ylim(0, 1.02)
-        ax.set_title("Where each method's scores rank the first chunk holding the answer", fontsize=9)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "answer_rank.png", dpi=120)
-        plt.close(fig)
-        made.append("answer_rank.png")
+    made += _rank_plot(plt, summaries, out_dir / "answer_rank.png", lambda s: s.answer_ranks,
+                       what="the first chunk holding the answer")
+    made += _rank_plot(plt, summaries, out_dir / "gold_rank.png", lambda s: s.gold_ranks,
+                       what="the first chunk overlapping a supporting passage")
     return made
+
+
+def _rank_plot(plt, summaries: list[MethodSummary], path: Path, ranks_of, *, what: str) -> list[str]:
+    """Cumulative share of questions whose chunk of interest is at or above each rank, one line per ranking."""
+    # One line per ranking: op, vanilla and self-route all rank chunks by BM25 on the question.
+    lines: dict[tuple[str, str], list[int | None]] = {}
+    for s in summaries:
+        if ranks_of(s):
+            source = "BM25(question)" if s.method in QUESTION_RANKED else s.method
+            lines.setdefault((s.dataset, source), ranks_of(s))
+    if not lines:
+        return []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    deepest = max((r for ranks in lines.values() for r in ranks if r is not None), default=1)
+    ks = list(range(1, deepest + 1))
+    for (dataset, source), ranks in lines.items():
+        ax.step(ks, [_share_at(ranks, k) for k in ks], where="post", marker=".",
+                label=f"{source} ({dataset}, n={len(ranks)})")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel(f"rank of {what}")
+    ax.set_ylabel("share of questions at or above this rank")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"Where each method's scores rank {what}", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path.name]
 
 
 def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = None) -> list[Path]:

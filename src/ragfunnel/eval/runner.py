@@ -26,11 +26,14 @@ from ragfunnel.eval.metrics import (
     choice_accuracy,
     contains_answer,
     exact_match,
+    gold_rank,
+    gold_recall,
     rouge_l,
     token_f1,
 )
 from ragfunnel.llm.registry import reset_loaded
-from ragfunnel.types import Example, Prediction
+from ragfunnel.text.chunking import count_words
+from ragfunnel.types import Chunk, Example, Prediction
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +54,16 @@ def score(example: Example, answer: str) -> dict[str, float]:
     }
 
 
-def read_rows(path: Path) -> list[dict]:
-    """Complete rows of ``rows.jsonl``; a torn last line (killed mid-write) is cut off the file."""
+def read_rows(path: Path, *, repair: bool = True) -> list[dict]:
+    """Complete rows of ``rows.jsonl``; a torn last line (killed mid-write) is cut off the file.
+
+    ``repair=False`` only reads: a report over a run still being written must not cut the row in flight.
+    """
     if not path.exists():
         return []
     data = path.read_bytes()
     keep = data.rfind(b"\n") + 1  # everything after the last newline is a partial write
-    if keep < len(data):
+    if keep < len(data) and repair:
         log.warning("%s ends in a partial row (the run was killed mid-write); dropping it", path)
         with path.open("r+b") as f:
             f.truncate(keep)
@@ -111,6 +117,8 @@ def _row(example: Example, method: str, run: Callable[[], Prediction]) -> dict[s
         # Where the method's scores put the best chunk holding a reference answer (short-answer tasks).
         "answer_rank": _answer_rank(example, p),
         "n_chunks": len(p.ranking),
+        "ranking": [sc.chunk.position for sc in p.ranking],
+        **_gold(example, p),
     }
 
 
@@ -118,6 +126,43 @@ def _answer_rank(example: Example, p: Prediction) -> int | None:
     if example.task not in ("qa", "multihop") or not p.ranking:
         return None
     return answer_rank([sc.chunk.text for sc in p.ranking], example.answers)
+
+
+def gold_word_spans(example: Example) -> list[tuple[int, int]] | None:
+    """Word spans of the example's supporting passages in its context; None when they are not known.
+
+    Supporting passages are those titled in ``meta["supporting_titles"]`` (HotpotQA, MuSiQue), else
+    ``meta["gold_passages"]`` (a long context built around the question's own passages). The context
+    must be its passages joined, as the loaders and the long-context builder write it.
+    """
+    if not example.passages or not example.context:
+        return None
+    titles = set(example.meta.get("supporting_titles") or ())
+    gold = ([i for i, d in enumerate(example.passages) if d.title in titles] if titles
+            else list(example.meta.get("gold_passages") or ()))
+    spans, start = [], 0
+    for d in example.passages:
+        n = count_words(d.render())
+        spans.append((start, start + n))
+        start += n
+    if not gold or start != count_words(example.context):
+        return None
+    return [spans[i] for i in gold]
+
+
+def _chunk_spans(chunks: list[Chunk], window: int) -> list[tuple[int, int]]:
+    return [(c.position * window, c.position * window + c.n_words) for c in chunks]
+
+
+def _gold(example: Example, p: Prediction) -> dict[str, Any]:
+    """The rank of the best chunk overlapping a supporting passage, and the share of supporting
+    passages the final context touched; empty when the example has no known supporting passages."""
+    gold = gold_word_spans(example)
+    if gold is None or not p.ranking:
+        return {}
+    window = max(sc.chunk.n_words for sc in p.ranking)  # every chunk but the last has the full window
+    return {"gold_rank": gold_rank(_chunk_spans([sc.chunk for sc in p.ranking], window), gold),
+            "gold_recall": gold_recall(_chunk_spans([sc.chunk for sc in p.chunks_used], window), gold)}
 
 
 @dataclass

@@ -10,6 +10,11 @@ from ragfunnel.types import Chunk
 _WORD = re.compile(r"\S+")
 
 
+def count_words(text: str) -> int:
+    """Whitespace-separated words, counted as the chunker counts them."""
+    return len(_WORD.findall(text))
+
+
 def word_windows(text: str, words: int) -> list[tuple[int, int]]:
     """(start, end) character spans of consecutive ``words``-word windows of ``text``."""
     if words < 1:
@@ -29,5 +34,5 @@ def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -
     for position, (start, end) in enumerate(word_windows(text, chunk_words)):
         piece = text[start:end]
         chunks.append(Chunk(id=f"{doc_id}#{position}", text=piece, doc_id=doc_id, position=position,
-                            n_words=len(_WORD.findall(piece))))
+                            n_words=count_words(piece)))
     return chunks
