@@ -160,6 +160,33 @@ def test_eval_reports_a_malformed_row_with_its_line(tmp_path):
                           "d.jsonl:2: missing 'question'")
 
 
+def test_eval_refuses_an_empty_dataset_and_a_zero_limit_and_report_an_unknown_metric(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    assert_one_line_error(run("eval", str(empty), "--out", str(tmp_path / "r")), "empty.jsonl is empty")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
+    assert_one_line_error(run("eval", str(data), "--limit", "0", "--out", str(tmp_path / "r")),
+                          "--limit must be at least 1")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "rows.jsonl").write_text("")
+    assert_one_line_error(run("report", str(run_dir), "--metric", "bleu"), "valid metrics: f1, em, accuracy")
+
+
+@pytest.mark.model
+def test_eval_task_option_sets_the_scoring(tmp_path):
+    data = tmp_path / "notes.jsonl"
+    data.write_text(json.dumps({"question": "Summarise the note.", "answers": ["The bridge opened in 1932."],
+                                "context": "Meeting note. The bridge opened in 1932 after four years of work."}) + "\n")
+    r = run("eval", str(data), "--methods", "lc", "--strong", "bundled:smollm2-135m", "--task", "summary",
+            "--out", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    (row,) = [json.loads(x) for x in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
+    assert set(row["metrics"]) == {"rouge_l"} and 0.0 <= row["metrics"]["rouge_l"] <= 1.0
+
+
 @pytest.mark.model
 def test_eval_runs_and_resumes_on_real_hotpotqa(tmp_path):
     from tests.conftest import HOTPOT
@@ -176,6 +203,7 @@ def test_eval_runs_and_resumes_on_real_hotpotqa(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
     assert r.returncode == 0 and len(rows) == 6 and len({(x["example_id"], x["method"]) for x in rows}) == 6
     assert all({"f1", "em", "accuracy"} <= set(x["metrics"]) and x["trace"]["stages"] for x in rows)
+    assert all(x["gold_rank"] is None or x["gold_rank"] >= 1 for x in rows)  # supporting titles are known
     r = run("report", str(tmp_path / "run"), "--out", str(tmp_path / "report"))
     assert r.returncode == 0, r.stderr
     pngs = [tmp_path / "report" / n for n in ("quality_vs_latency.png", "answer_rank.png")]
@@ -197,6 +225,7 @@ def test_eval_builds_long_contexts_from_a_corpus(tmp_path):
     assert r.returncode == 0, r.stderr
     (row,) = [json.loads(x) for x in (out / "rows.jsonl").read_text().splitlines()]
     assert row["n_chunks"] >= 30  # 3000+ words in 100-word chunks: the context was padded
+    assert "gold_rank" in row and 0.0 <= row["gold_recall"] <= 1.0  # supporting passages found in the long context
     assert json.loads((out / "config.json").read_text())["context_words"] == 3000
     assert_one_line_error(run("eval", str(HOTPOT), "--context-words", "3000", "--out", str(tmp_path / "x")),
                           "go together")

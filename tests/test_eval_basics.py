@@ -87,6 +87,12 @@ def test_choice_accuracy():
     assert choice_accuracy("A", "a dog", choices) == 0.0
     assert choice_accuracy("a dog", "B", choices) == 1.0
     assert choice_accuracy("", "B", choices) == 0.0
+    assert choice_accuracy("I think the answer is C", "C", choices) == 1.0
+    assert choice_accuracy("A good guess is B", "B", choices) == 1.0  # "A" here is the article
+    assert choice_accuracy("Answer: (b)", "B", choices) == 1.0
+    assert choice_accuracy("I would pick (C) over A", "C", choices) == 1.0
+    assert choice_accuracy("Z", "A", choices) == 0.0 and choice_accuracy("Option Z, or A", "A", choices) == 1.0
+    assert choice_accuracy("D", "D") == 1.0  # no choices given: any letter counts
 
 
 def test_retrieval_metrics_hand_computed():

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -151,3 +152,28 @@ def test_rows_record_where_the_supporting_passage_ranks(tmp_path):
     (lc_row,) = run_eval([hotpot_like()], {"lc": make_method("lc", strong=llm)}, tmp_path / "lc", config={},
                          progress=False).rows
     assert "gold_rank" not in lc_row  # long context ranks nothing
+
+
+def test_with_several_workers_a_finished_row_is_written_while_a_slow_one_runs(tmp_path):
+    gate = threading.Event()
+
+    def reply(prompt, i):
+        if "slow" in prompt:
+            gate.wait(10)
+        return "Paris"
+
+    llm = FakeLLM(reply)
+    exs = [Example(id=q, question=f"What is the {q} capital?", context=CONTEXT, answers=["Paris"])
+           for q in ("slow", "fast1", "fast2")]
+    run = threading.Thread(target=run_eval, args=(exs, {"lc": make_method("lc", strong=llm)}, tmp_path),
+                           kwargs={"config": {}, "workers": 2, "progress": False})
+    run.start()
+    rows = tmp_path / ROWS_FILE
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (not rows.exists() or len(rows.read_text().splitlines()) < 2):
+        time.sleep(0.02)
+    written = [json.loads(x)["example_id"] for x in rows.read_text().splitlines()]
+    gate.set()
+    run.join(10)
+    assert sorted(written) == ["fast1", "fast2"]  # on disk while the first pair still runs
+    assert sorted(json.loads(x)["example_id"] for x in rows.read_text().splitlines()) == ["fast1", "fast2", "slow"]

@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -175,7 +176,8 @@ def models(prepare: bool, as_json: bool) -> None:
               help="Dataset format.")
 @click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
               help="A malformed dataset row stops the run (fail) or is reported and skipped (skip).")
-@click.option("--task", type=click.Choice(list(TASKS)), help="Prompt family [default: the dataset's].")
+@click.option("--task", type=click.Choice(list(TASKS)),
+              help="Prompt family and scoring (summary: ROUGE-L; choice: option accuracy) [default: the dataset's].")
 @click.option("--workers", type=int, default=1, show_default=True,
               help="Pairs run at once (helps with server backends).")
 @click.option("--corpus", type=click.Path(path_type=Path),
@@ -194,6 +196,8 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | N
         raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}; valid methods: {', '.join(METHODS)}")
     if (corpus is None) != (context_words is None):
         raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}")
     loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit)
     if not loaded.examples:
         raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
@@ -205,6 +209,7 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | N
     if task is None and len(tasks) > 1:
         raise ConfigError(f"{dataset} mixes tasks ({', '.join(tasks)}); pick one with --task")
     task = task or tasks[0]
+    examples = [e if e.task == task else replace(e, task=task) for e in examples]  # scored as they are prompted
     options = {k: v for k, v in given.items() if v is not None}
     methods = {name: make_method(name, task=task, **{k: v for k, v in options.items() if k in options_of(name)})
                for name in names}

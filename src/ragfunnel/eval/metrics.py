@@ -57,21 +57,37 @@ def rouge_l(prediction: str, reference: str) -> float:
     return _rouge_scorer().score(reference, prediction)["rougeL"].fmeasure
 
 
-_LETTER = re.compile(r"\b([A-Z])\b")
+# Where a reply names its option, most explicit first: "the answer is (C)", "(C)", a bare letter that is not
+# the English word "A" or "I" starting a sentence ("A good guess is B" names B).
+_NAMED_LETTER = (
+    re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-Z])\b", re.IGNORECASE),
+    re.compile(r"\(([A-Z])\)"),
+    re.compile(r"\b([A-Z])\b(?!\s+[a-z])"),
+)
+
+
+def _option_letter(prediction: str, letters: list[str]) -> str | None:
+    for pattern in _NAMED_LETTER:
+        for m in pattern.finditer(prediction):
+            letter = m.group(1).upper()
+            if not letters or letter in letters:
+                return letter
+    return None
 
 
 def choice_accuracy(prediction: str, reference: str, choices: list[str] | None = None) -> float:
-    """Multiple choice: the first standalone option letter in the prediction, or the option text it names.
+    """Multiple choice: the option letter the prediction names, or the option text it gives.
 
-    ``reference`` is the correct letter ("B") or the correct option's text.
+    ``reference`` is the correct letter ("B") or the correct option's text. With ``choices``, only
+    their letters count as a named option.
     """
     letters = [chr(ord("A") + i) for i in range(len(choices or []))]
     wanted = reference.strip()
     if choices and wanted not in letters and wanted in choices:
         wanted = letters[choices.index(wanted)]
-    m = _LETTER.search(prediction.strip())
-    if m:
-        return float(m.group(1) == wanted)
+    letter = _option_letter(prediction.strip(), letters)
+    if letter:
+        return float(letter == wanted)
     if choices:  # no letter: accept the option's own text
         named = [letters[i] for i, c in enumerate(choices) if normalize_answer(c) == normalize_answer(prediction)]
         return float(named == [wanted])

@@ -12,7 +12,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -90,7 +90,9 @@ def check_config(run_dir: Path, config: dict[str, Any]) -> None:
             )
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(config, indent=2, sort_keys=True))
+        partial = path.with_suffix(".partial")  # a kill mid-write must not leave a half-written config behind
+        partial.write_text(json.dumps(config, indent=2, sort_keys=True))
+        os.replace(partial, path)
 
 
 def append_row(out: IO[str], row: dict[str, Any]) -> None:
@@ -208,7 +210,9 @@ def run_eval(
     written = 0
     with rows_path.open("a", encoding="utf-8") as out, ThreadPoolExecutor(max_workers=workers) as pool, \
             tqdm(total=len(todo), desc=f"eval {run_dir.name}", unit="row", disable=not progress) as bar:
-        for row in pool.map(job, todo):
+        # Rows go out as they finish, so with several workers a slow pair holds back no finished one.
+        for done_pair in as_completed([pool.submit(job, pair) for pair in todo]):
+            row = done_pair.result()
             append_row(out, row)
             rows.append(row)
             written += 1
