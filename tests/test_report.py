@@ -3,7 +3,7 @@
 import pytest
 
 from ragfunnel.errors import ConfigError, InputError, ModelError
-from ragfunnel.eval.report import write_report
+from ragfunnel.eval.report import budget_curves, summarise_run, write_report
 from ragfunnel.eval.runner import ROWS_FILE, run_eval
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
@@ -19,13 +19,13 @@ def unreachable(prompt, i):
     raise ModelError("the server at http://localhost:9 is unreachable")
 
 
-def make_run(path, budget):
+def make_run(path, budget, n=3):
     llm = FakeLLM(lambda prompt, i: "1932" if "opened in 1932" in prompt else "unknown")
     methods = {"op": make_method("op", strong=llm, budget=budget, chunk_words=20),
                "lc": make_method("lc", strong=llm),
                "vanilla": make_method("vanilla", strong=FakeLLM(unreachable), budget=budget, chunk_words=20)}
     exs = [Example(id=str(i), question="When did the bridge open?", context=CONTEXT, answers=["1932"],
-                   passages=PASSAGES, meta={"supporting_titles": ["Bridge"]}) for i in range(3)]
+                   passages=PASSAGES, meta={"supporting_titles": ["Bridge"]}) for i in range(n)]
     run_eval(exs, methods, path, config={"dataset": "bridges.jsonl", "options": {"budget": budget}}, progress=False)
 
 
@@ -71,3 +71,16 @@ def test_a_report_during_a_run_does_not_cut_the_row_being_written(tmp_path):
     write_report([tmp_path / "b20"], tmp_path / "out")
     assert rows.read_bytes() == before
     assert "| bridges | op | 20 | 3 | 0 |" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_budget_curves_average_the_questions_answered_at_every_budget(tmp_path):
+    make_run(tmp_path / "b20", 20, n=3)
+    make_run(tmp_path / "b60", 60, n=2)
+    rows = tmp_path / "b20" / ROWS_FILE  # make op wrong on question 0 at budget 20: it is in both runs
+    lines = rows.read_text().splitlines()
+    assert '"example_id": "0", "method": "op"' in lines[0]
+    lines[0] = lines[0].replace('"f1": 1.0', '"f1": 0.0')
+    rows.write_text("\n".join(lines) + "\n")
+    summaries = summarise_run(tmp_path / "b20") + summarise_run(tmp_path / "b60")
+    curves = budget_curves(summaries, "f1")
+    assert curves == {"op (bridges, n=2)": [(20, 0.5), (60, 1.0)]}  # lc has no budget; vanilla only failed

@@ -2,8 +2,9 @@
 
 ``report.md`` and ``report.html`` hold the same tables; ``quality_vs_latency.png`` plots each
 method's mean quality against its mean latency, ``quality_vs_budget.png`` (when a method ran at
-several final budgets) the paper's "number of chunks" curve, ``answer_rank.png`` (for
-short-answer tasks) where each method's chunk scores put the first chunk holding the answer, and
+several final budgets) the paper's "number of chunks" curve over the questions answered at every
+budget, ``answer_rank.png`` (for short-answer tasks) where each method's chunk scores put the
+first chunk holding the answer, and
 ``gold_rank.png`` (for datasets with supporting passages) where they put the first chunk
 overlapping a supporting passage: BM25 against the question for ``op``/``vanilla``/``self-route``,
 the fused draft scores for ``fb``/``fb-f``. Methods whose every row failed are left out of the plots.
@@ -46,6 +47,7 @@ class MethodSummary:
     # The same for the first chunk overlapping a supporting passage, per row that knows them.
     gold_ranks: list[int | None]
     gold_recall: float | None  # mean share of supporting passages the final context touched
+    example_metrics: dict[str, dict[str, float]]  # example id -> its metrics, for rows that did not fail
 
     def answer_at(self, k: int) -> float | None:
         """Share of ranked rows whose answer-bearing chunk is in the top ``k``."""
@@ -104,6 +106,7 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             gold_ranks=[r["gold_rank"] for r in ok if "gold_rank" in r],
             gold_recall=statistics.fmean(gold) if (gold := [r["gold_recall"] for r in ok if "gold_recall" in r])
             else None,
+            example_metrics={r["example_id"]: r["metrics"] for r in ok},
         ))
     return out
 
@@ -119,13 +122,37 @@ def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
              "; ".join(f"{k} {m:.1f} / {p50:.1f} / {p90:.1f}" for k, (m, p50, p90) in s.stage_seconds.items()),
              f"{s.input_tokens:.0f}",
              *(_share(s.answer_at(k)) for k in (1, 3)), *(_share(s.gold_at(k)) for k in (1, 3)),
-             _share(s.gold_recall)]
+             _share(s.gold_recall) + _partial(len(s.gold_ranks), s.n - s.failures)]
             for s in summaries]
     return header, body
 
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+def _partial(n: int, of: int) -> str:
+    """Say over how many rows the gold columns are, when only some rows know their supporting passages."""
+    return f" (n={n})" if 0 < n < of else ""
+
+
+def budget_curves(summaries: list[MethodSummary], metric: str | None) -> dict[str, list[tuple[int, float]]]:
+    """Quality per final budget for each (dataset, method) that ran at two budgets or more.
+
+    Every point of a curve averages the same questions, those answered at every one of its budgets,
+    so a run with a different ``--limit`` does not tilt it; the label says how many.
+    """
+    curves = {}
+    for (dataset, method) in dict.fromkeys((s.dataset, s.method) for s in summaries):
+        runs = [s for s in summaries if (s.dataset, s.method) == (dataset, method) and s.budget]
+        if len({s.budget for s in runs}) < 2:
+            continue
+        common = set.intersection(*(set(s.example_metrics) for s in runs))
+        key = runs[0].headline(metric)[0]
+        if common:
+            curves[f"{method} ({dataset}, n={len(common)})"] = sorted(
+                (s.budget, statistics.fmean(s.example_metrics[e].get(key, 0.0) for e in common)) for s in runs)
+    return curves
 
 
 def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) -> list[str]:
@@ -152,12 +179,7 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
     plt.close(fig)
     made.append("quality_vs_latency.png")
 
-    curves = {}
-    for (dataset, method) in dict.fromkeys((s.dataset, s.method) for s in summaries):
-        points = sorted((s.budget, s.headline(metric)[1]) for s in summaries
-                        if (s.dataset, s.method) == (dataset, method) and s.budget)
-        if len(points) > 1:  # a curve needs runs at two budgets or more
-            curves[f"{method} ({dataset})"] = points
+    curves = budget_curves(summaries, metric)
     if curves:
         fig, ax = plt.subplots(figsize=(6, 4))
         for label, points in curves.items():
