@@ -87,6 +87,14 @@ def test_longbench_choices_make_a_choice_task(tmp_path):
     assert e.task == "choice" and e.choices == ["A", "B"] and e.question == "Which?"
 
 
+def test_longbench_qa_rows_keep_their_context_and_every_answer(tmp_path):
+    row = {"_id": "y", "input": "Who wrote it?", "context": "Passage 1:\nAnn wrote it.", "answers": ["Ann", "Ann B."],
+           "all_classes": None, "dataset": "hotpotqa", "length": 4}
+    (e,) = load_dataset(write_jsonl(tmp_path / "lb.jsonl", [row])).examples
+    assert (e.id, e.task, e.choices, e.answers) == ("y", "qa", None, ["Ann", "Ann B."])
+    assert e.context == "Passage 1:\nAnn wrote it." and e.meta == {"dataset": "hotpotqa", "length": 4}
+
+
 @pytest.mark.parametrize("content, match", [("", "is empty"), ("   \n", "is empty")])
 def test_empty_file(tmp_path, content, match):
     path = tmp_path / "e.jsonl"
