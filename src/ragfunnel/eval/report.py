@@ -4,10 +4,10 @@
 method's mean quality against its mean latency, ``quality_vs_budget.png`` (when a method ran at
 several final budgets) the paper's "number of chunks" curve over the questions answered at every
 budget, ``answer_rank.png`` (for short-answer tasks) where each method's chunk scores put the
-first chunk holding the answer, and
-``gold_rank.png`` (for datasets with supporting passages) where they put the first chunk
-overlapping a supporting passage: BM25 against the question for ``op``/``vanilla``/``self-route``,
-the fused draft scores for ``fb``/``fb-f``. Methods whose every row failed are left out of the plots.
+first chunk holding the answer, and ``gold_rank.png`` (for datasets with supporting passages)
+where they put the first chunk overlapping a supporting passage: BM25 against the question for
+``op``/``vanilla``/``self-route``, the fused draft scores for ``fb``/``fb-f``. Methods whose every
+row failed are left out of the plots.
 """
 
 from __future__ import annotations

@@ -262,9 +262,9 @@ def run_grid(
     index, model ...); resuming needs the same one. Every pair starts with cold prompt caches so
     its seconds do not depend on what ran before. With ``cold_caches=False`` the models keep their
     prompt caches between answers instead: prompts that share a prefix with the previous one (DRAG's
-    demonstrations come first and are the same for every question) prefill only the rest, which saves
-    most of a many-shot configuration's time. Effective context length counts every input token
-    either way; seconds then depend on what ran before.
+    demonstrations come first and are the same for every question) prefill only the rest (DRAG k=20
+    m=2 on two cores: 73.5 s for the cold first answer, 27-46 s for the warm ones at 7-8k tokens).
+    Effective context length counts every input token either way; seconds then depend on what ran before.
     """
     run_dir = Path(run_dir)
     examples, configs = list(examples), list(dict.fromkeys(configs))
