@@ -75,7 +75,7 @@ about 20 configurations per dataset, at most 1.6M input tokens in all):
     .venv/bin/python benchmarks/scaling.py
 
 Measured on this 2-core machine (2026-11-23, warm prompt caches): 2.9 h of answering for the 400
-answers, 1.0 h of it for the budgets up to 4k and 1.6 h of wall clock for 93 of the 120 above; plus
+answers, 1.0 h of it for the budgets up to 4k and 1.6 h of wall clock for 93 of the 8k and 16k bands; plus
 10-15 min of IterDRAG demonstrations when the cache is cold. Under a load like the one above, 6-8x
 that: stop it after the budgets that fit your time (the tables of the smaller budgets are complete),
 or lower ``--questions``.
