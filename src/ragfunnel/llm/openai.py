@@ -55,6 +55,11 @@ class OpenAICompatibleLLM(BaseLLM):
         self._send_grammar = True  # until the server refuses the field
         self._client: Any = None
 
+    @property
+    def fingerprint(self) -> str:
+        """The server and the model it serves (a server swapping weights under one name is not seen)."""
+        return f"openai:{self.base_url}#{self.model}"
+
     def warm_up(self) -> None:
         if self._client is not None:
             return
