@@ -21,3 +21,15 @@ def hotpot_examples() -> list[dict]:
 def hotpot_context(example: dict) -> str:
     """The example's ten paragraphs as one text, each headed by its title."""
     return "\n\n".join(f"{title}\n{''.join(sents).strip()}" for title, sents in example["context"])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_disk_caches():
+    """Tests run every model call for real: the user's call cache and document states stay out of them.
+
+    Tests of the caches turn them on for themselves (monkeypatching the registry's switch).
+    """
+    from ragfunnel.llm import set_disk_caches
+
+    set_disk_caches(False)
+    yield

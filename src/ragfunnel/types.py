@@ -79,6 +79,7 @@ class Completion:
     completion_tokens: int
     seconds: float
     finish_reason: str = "stop"
+    cached: bool = False  # served by the call cache; ``seconds`` is then the lookup's, not the model's
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from ragfunnel.cli.cache import cache
 from ragfunnel.cli.common import Group
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
@@ -20,7 +21,7 @@ from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import run_eval
-from ragfunnel.llm import bundled
+from ragfunnel.llm import bundled, set_disk_caches
 from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
 from ragfunnel.prompts import TASKS
 from ragfunnel.text import read_context
@@ -52,6 +53,8 @@ def method_options(command: Callable) -> Callable:
         click.option("--samples", type=int, help="FB-RAG drafts K [default: 5]."),
         click.option("--chunk-words", type=int, help="Words per chunk [default: 300]."),
         click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
+        click.option("--no-cache", is_flag=True,
+                     help="Bypass the on-disk LLM call cache: every call runs the model, nothing is stored."),
     ]):
         command = option(command)
     return command
@@ -89,6 +92,8 @@ CORPUS_METHODS = {
 def ask(question: str, context_path: str | None, index_dir: Path | None, method: str | None, task: str,
         choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
     """Answer QUESTION from the text in --context (or from a corpus --index)."""
+    if given.pop("no_cache", False):
+        set_disk_caches(False)
     options = {k: v for k, v in given.items() if v is not None}
     if (context_path is None) == (index_dir is None):
         raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
@@ -190,6 +195,8 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | N
                  task: str | None, workers: int, corpus: Path | None, context_words: int | None,
                  **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
+    if given.pop("no_cache", False):
+        set_disk_caches(False)
     names = [m.strip() for m in method_names.split(",") if m.strip()]
     unknown = [m for m in names if m not in METHODS]
     if unknown or not names:
@@ -340,3 +347,4 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
 main.add_command(funnel_group)
 main.add_command(scale)
 main.add_command(plan)
+main.add_command(cache)

@@ -185,16 +185,20 @@ def _demonstrations(path: Path | None) -> Any:
               help="Keep the model's prompt cache between answers: the demonstrations, the same for every "
                    "question, are read once per configuration (much faster with many shots; seconds then "
                    "depend on what ran before).")
+@click.option("--no-cache", is_flag=True,
+              help="Bypass the on-disk LLM call cache: every call runs the model, nothing is stored.")
 @_metric_option
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
-         task: str | None, keep_cache: bool, metric: str) -> None:
+         task: str | None, keep_cache: bool, no_cache: bool, metric: str) -> None:
     """Answer DATASET's questions under every configuration within the budgets, one row per
     (question, configuration); then write the optimal-performance table and plot into --out."""
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
-    from ragfunnel.llm.registry import resolve
+    from ragfunnel.llm.registry import resolve, set_disk_caches
 
+    if no_cache:
+        set_disk_caches(False)
     limits = parse_budgets(budgets)
     configs = default_grid([s.strip() for s in strategies.split(",") if s.strip()],
                            documents=_ints(documents, "--documents"), shots=_ints(shots, "--shots"),

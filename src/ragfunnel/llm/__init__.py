@@ -2,6 +2,7 @@
 
 from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
 from ragfunnel.llm.fake import FakeLLM
-from ragfunnel.llm.registry import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.llm.registry import DEFAULT_LIGHT, DEFAULT_STRONG, resolve, set_disk_caches
 
-__all__ = ["LLM", "BaseLLM", "SamplingParams", "FakeLLM", "resolve", "DEFAULT_LIGHT", "DEFAULT_STRONG"]
+__all__ = ["LLM", "BaseLLM", "SamplingParams", "FakeLLM", "resolve", "set_disk_caches", "DEFAULT_LIGHT",
+           "DEFAULT_STRONG"]

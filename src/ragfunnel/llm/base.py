@@ -1,4 +1,4 @@
-"""The LLM protocol and the shared base that does validation, retries and token caching.
+"""The LLM protocol and the shared base that does validation, retries, token and call caching.
 
 A backend implements one method, :meth:`BaseLLM._complete`, for one prompt and ``n``
 samples. Sampling several outputs of one prompt must not pay several prefills: the
@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragfunnel.errors import BackendUnavailable, ConfigError
 from ragfunnel.types import Completion
+
+if TYPE_CHECKING:
+    from ragfunnel.llm.call_cache import CallCache
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +84,17 @@ class BaseLLM:
 
     def __init__(self) -> None:
         self._token_cache: dict[str, int] = {}
+        # Answers identical calls from disk; the registry sets it on the models it creates.
+        self.call_cache: CallCache | None = None
 
     @property
     def context_window(self) -> int:
         raise NotImplementedError
+
+    @property
+    def fingerprint(self) -> str:
+        """What identifies this model's weights in cache keys (backends with a weights file hash it)."""
+        return f"{type(self).__name__}:{self.name}"
 
     def generate(
         self,
@@ -108,7 +118,7 @@ class BaseLLM:
         if n < 1:
             raise ConfigError(f"n (samples per prompt) must be at least 1, got {n}")
         params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed, grammar)
-        return [self._with_retries(prompt, params, n) for prompt in prompts]
+        return [self._cached_or_complete(prompt, params, n) for prompt in prompts]
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's own tokenizer (cached per text)."""
@@ -119,6 +129,18 @@ class BaseLLM:
                 self._token_cache.clear()
             self._token_cache[text] = cached
         return cached
+
+    def _cached_or_complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
+        cache = self.call_cache
+        if cache is None:
+            return self._with_retries(prompt, params, n)
+        fingerprint = self.fingerprint
+        hit = cache.get(fingerprint, prompt, params, n)
+        if hit is not None:
+            return hit
+        completions = self._with_retries(prompt, params, n)
+        cache.put(fingerprint, prompt, params, n, completions, name=self.name)
+        return completions
 
     def _with_retries(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         for attempt in range(self.max_retries + 1):

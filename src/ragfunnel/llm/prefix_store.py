@@ -182,3 +182,16 @@ class DiskPrefixStore:
             p.unlink(missing_ok=True)
             removed += 1
         return removed
+
+
+_default: DiskPrefixStore | None = None
+
+
+def default_prefix_store() -> DiskPrefixStore:
+    """The process's store of document states in the user cache dir (``kv/``)."""
+    global _default
+    if _default is None:
+        from ragfunnel.llm.bundled import cache_dir
+
+        _default = DiskPrefixStore(cache_dir() / "kv")
+    return _default

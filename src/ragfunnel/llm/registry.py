@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import bundled
-from ragfunnel.llm.base import LLM
+from ragfunnel.llm.base import LLM, BaseLLM
+from ragfunnel.llm.call_cache import default_call_cache
+from ragfunnel.llm.prefix_store import default_prefix_store
 
 DEFAULT_LIGHT = "bundled:qwen2.5-0.5b"
 DEFAULT_STRONG = "bundled:qwen2.5-1.5b"
@@ -20,7 +22,7 @@ DEFAULT_STRONG = "bundled:qwen2.5-1.5b"
 def _bundled(rest: str) -> LLM:
     from ragfunnel.llm.llamacpp import LlamaCppLLM
 
-    return LlamaCppLLM(bundled.ensure(rest), name=f"bundled:{rest}")
+    return LlamaCppLLM(bundled.ensure(rest), name=f"bundled:{rest}", sha256=bundled.get(rest).sha256)
 
 
 def _gguf(rest: str) -> LLM:
@@ -41,6 +43,7 @@ def _openai(rest: str) -> LLM:
 SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "openai": _openai}
 
 _loaded: dict[str, LLM] = {}
+_call_caching = True
 
 
 def resolve(spec: str | LLM) -> LLM:
@@ -59,8 +62,31 @@ def resolve(spec: str | LLM) -> LLM:
         raise ConfigError(f"model spec {spec!r} names nothing after '{scheme}:'")
     if scheme == "bundled":
         bundled.get(rest)  # unknown names fail here, listing the valid ones
-    _loaded[spec] = SCHEMES[scheme](rest)
-    return _loaded[spec]
+    llm = SCHEMES[scheme](rest)
+    _attach_caches(llm)
+    _loaded[spec] = llm
+    return llm
+
+
+def set_disk_caches(enabled: bool) -> None:
+    """Turn the on-disk caches — LLM calls and document (KV prefix) states — on or off for every model
+    resolved so far and from now on.
+
+    Caching is on by default. This is one process-wide switch, not an option of each method, because
+    the CLI's ``--no-cache`` must reach every model a command resolves from a spec string, deep inside
+    the methods it builds. Library code that holds an LLM object can set its ``call_cache`` instead.
+    """
+    global _call_caching
+    _call_caching = enabled
+    for llm in _loaded.values():
+        _attach_caches(llm)
+
+
+def _attach_caches(llm: LLM) -> None:
+    if isinstance(llm, BaseLLM):
+        llm.call_cache = default_call_cache() if _call_caching else None
+    if hasattr(llm, "disk_prefixes"):
+        llm.disk_prefixes = default_prefix_store() if _call_caching else None
 
 
 def reset_loaded() -> None:

@@ -117,7 +117,7 @@ def timed_call(
         input_tokens=completion.prompt_tokens,
         output_tokens=completion.completion_tokens,
         n_out=1,
-        detail={"model": llm.name, "finish_reason": completion.finish_reason},
+        detail={"model": llm.name, "finish_reason": completion.finish_reason, "cached": completion.cached},
     )
     return completion, trace
 

@@ -4,8 +4,11 @@
 ``unanswerable``  answer, or say "unanswerable" when the text lacks it (Self-Route step 1)
 ``rationale``     a short "Rationale:" line, then an "Answer:" line (FB-RAG Stage II drafts)
 
-The structure follows the papers (instruction, the text, the instruction again next to the
-question, an answer cue); the wording is ragfunnel's own.
+The structure follows the papers (what the reader is given, the text, the instruction next to
+the question, an answer cue); the wording is ragfunnel's own. Every prompt of a task starts with
+the same :func:`prompt_prefix` — the task's introduction and the text, nothing that depends on the
+question or the variant — so a model that has read a document once can answer every later
+question about it, in any variant, from the kept state of that prefix.
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ def option_letters(choices: list[str]) -> list[str]:
     return [chr(ord("A") + i) for i in range(len(choices))]
 
 
+def prompt_prefix(task: str, context: str) -> str:
+    """The question-independent start of every ``task`` prompt over ``context``."""
+    t = TASKS[check_task(task)]
+    return f"{t.intro}\n\n{t.text_label}:\n{context.strip()}\n\n"
+
+
 def build_prompt(
     task: str,
     variant: str,
@@ -95,14 +104,11 @@ def build_prompt(
     if task == "choice" and not choices:
         raise ConfigError("the choice task needs the options; pass choices=[...]")
     t = TASKS[task]
-    # The instruction is given before the text and again beside the question; a draft
-    # (rationale variant) is not told to be terse up front, only to end with its answer.
+    # What to do comes after the text, beside the question, so the text's prefix is shared.
     instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE}[variant]
-    head = t.intro if variant == "rationale" else f"{t.intro} {instruction}"
     label = "Query" if task == "summary" else "Question"
-    lines = [head, "", f"{t.text_label}:", context.strip(), "", f"{t.ask} {instruction}",
-             f"{label}: {question.strip()}"]
+    lines = [f"{t.ask} {instruction}", f"{label}: {question.strip()}"]
     if choices:
         lines += [f"{letter}. {c}" for letter, c in zip(option_letters(choices), choices, strict=True)]
     lines.append(_CUE[variant])
-    return "\n".join(lines)
+    return prompt_prefix(task, context) + "\n".join(lines)

@@ -11,11 +11,23 @@ and heads.
 Only the query position's attention row is ever materialised: the forward pass runs with
 SDPA, and a registered attention function recomputes that one row per layer from the layer's
 query and keys (heads x tokens floats), so memory stays linear in the prompt length.
+
+Reading a GGUF file makes transformers de-quantise every tensor (~40 s for the 0.5B model), so
+the first load saves the converted model as safetensors in the user cache dir
+(``post_ranker/<SHA-256 of the GGUF>/``, with a ``checksums.json`` of every file) and later
+loads read that instead. A damaged entry is rebuilt; an unwritable cache only costs speed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import shutil
+import tempfile
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
@@ -26,6 +38,9 @@ from ragfunnel.errors import InputError, MissingExtra
 
 ATTENTION_NAME = "ragfunnel_last_row"
 DEFAULT_REP_TOKENS = 4  # the paper's best setting in most cases
+CHECKSUMS = "checksums.json"
+
+log = logging.getLogger(__name__)
 
 
 class PostRanker(Protocol):
@@ -45,6 +60,22 @@ def require_torch():
     except ImportError:
         raise MissingExtra("torch and transformers", "attention") from None
     return torch, transformers
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' progress bars and info logs off for the block, its own settings restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 @lru_cache(maxsize=1)
@@ -77,17 +108,50 @@ class AttentionPostRanker:
         torch.set_num_threads(threads)
         self.rep_tokens = rep_tokens
         local = Path(model).exists()  # a local directory never reaches for the network
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), gguf_file=gguf_file,
-                                                                    local_files_only=local)
-        self.model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(model), gguf_file=gguf_file, attn_implementation=ATTENTION_NAME, dtype=torch.float32,
-            local_files_only=local)
+        with quiet_transformers():
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), gguf_file=gguf_file,
+                                                                        local_files_only=local)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(model), gguf_file=gguf_file, attn_implementation=ATTENTION_NAME, dtype=torch.float32,
+                local_files_only=local)
         self.model.eval()
 
     @classmethod
-    def from_gguf(cls, path: str | Path, **kwargs) -> AttentionPostRanker:
+    def from_gguf(cls, path: str | Path, *, sha256: str | None = None, cache: bool = True,
+                  **kwargs) -> AttentionPostRanker:
+        """Load a GGUF file, or its converted copy from the user cache dir (see the module docstring).
+
+        ``sha256`` is the file's digest when already known (bundled models); otherwise it is computed
+        once per version of the file. ``cache=False`` always converts and writes nothing.
+        """
         path = Path(path)
-        return cls(path.parent, gguf_file=path.name, **kwargs)
+        if not cache:
+            return cls(path.parent, gguf_file=path.name, **kwargs)
+        from ragfunnel.llm.bundled import cache_dir
+        from ragfunnel.llm.fingerprint import file_sha256
+
+        entry = cache_dir() / "post_ranker" / (sha256 or file_sha256(path))
+        if entry.exists():
+            problem = verify_checked_dir(entry)
+            if problem is None:
+                return cls(entry, **kwargs)
+            log.warning("the cached post-ranker in %s is damaged (%s); rebuilding it from %s", entry, problem,
+                        path.name)
+            _discard(entry)
+        log.info("converting %s for transformers; later starts read the converted copy in %s", path.name, entry)
+        ranker = cls(path.parent, gguf_file=path.name, **kwargs)
+        try:
+            write_checked_dir(entry, ranker.save_converted)
+        except Exception as e:  # caching only saves time: a failure to write must not fail the load
+            log.warning("cannot cache the converted post-ranker in %s (%s: %s); every start will convert %s again",
+                        entry, type(e).__name__, e, path.name)
+        return ranker
+
+    def save_converted(self, directory: Path) -> None:
+        """Write the model (safetensors), its config and its tokenizer into ``directory``."""
+        with quiet_transformers():
+            self.model.save_pretrained(directory, safe_serialization=True)
+            self.tokenizer.save_pretrained(directory)
 
     def _segments(self, question: str, passages: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
         """Prompt token ids and each passage's (start, end) token span inside them."""
@@ -126,13 +190,79 @@ class AttentionPostRanker:
         return scores
 
 
+def _sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if not p.is_dir())
+
+
+def _discard(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass  # whatever stays is found damaged again next time
+
+
+def write_checked_dir(dest: Path, write: Callable[[Path], None]) -> None:
+    """Create ``dest`` all at once: ``write`` fills a temporary sibling, ``checksums.json`` records the
+    SHA-256 of every file in it, then a rename publishes it. On any error nothing is left behind."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
+    try:
+        write(tmp)
+        sums = {name: _sha256(tmp / name) for name in _files(tmp)}
+        (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=1) + "\n")
+        try:
+            tmp.rename(dest)
+        except OSError:
+            if verify_checked_dir(dest) is not None:
+                raise
+            _discard(tmp)  # another process published the same entry first
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def verify_checked_dir(directory: Path) -> str | None:
+    """None when ``directory`` holds exactly the files its ``checksums.json`` lists, each with the
+    recorded SHA-256; otherwise what is wrong, for a log line."""
+    try:
+        sums = json.loads((directory / CHECKSUMS).read_text())
+    except FileNotFoundError:
+        return f"no {CHECKSUMS}: an interrupted write"
+    except (OSError, ValueError) as e:
+        return f"{CHECKSUMS} is unreadable ({e})"
+    if not isinstance(sums, dict) or not all(isinstance(v, str) for v in sums.values()):
+        return f"{CHECKSUMS} is not a mapping of file names to SHA-256 digests"
+    present = set(_files(directory)) - {CHECKSUMS}
+    if missing := sorted(set(sums) - present):
+        return f"{missing[0]} is missing"
+    if extra := sorted(present - set(sums)):
+        return f"{extra[0]} is not in {CHECKSUMS}"
+    for name, digest in sums.items():
+        if _sha256(directory / name) != digest:
+            return f"{name} does not match its SHA-256"
+    return None
+
+
 def load_post_ranker(spec: str, **kwargs) -> AttentionPostRanker:
-    """``bundled:NAME`` or ``gguf:PATH`` (GGUF read by transformers), else a Hugging Face name or directory."""
+    """``bundled:NAME`` or ``gguf:PATH`` (GGUF read by transformers), else a Hugging Face name or directory.
+
+    A GGUF file is converted once and cached (``AttentionPostRanker.from_gguf``); Hugging Face
+    checkpoints are already safetensors and load as they are.
+    """
     scheme, sep, rest = spec.partition(":")
     if sep and scheme == "bundled":
         from ragfunnel.llm import bundled
 
-        return AttentionPostRanker.from_gguf(bundled.ensure(rest), **kwargs)
+        path = bundled.ensure(rest)  # raises on an unknown name before get() is asked
+        return AttentionPostRanker.from_gguf(path, sha256=bundled.get(rest).sha256, **kwargs)
     if sep and scheme == "gguf":
         if not Path(rest).is_file():
             raise InputError(f"post-ranker model {rest} does not exist; pass a GGUF file path")
