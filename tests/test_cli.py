@@ -141,7 +141,7 @@ def test_eval_refuses_a_missing_dataset_and_unknown_methods(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
     assert_one_line_error(run("eval", str(data), "--methods", "op,magic", "--out", str(tmp_path / "r")),
-                          "valid methods: fb-f, fb, op")
+                          "valid methods: auto, fb-f, fb, op")
 
 
 def test_eval_refuses_a_run_directory_of_another_configuration(tmp_path):

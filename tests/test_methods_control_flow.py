@@ -134,7 +134,7 @@ def test_empty_question_is_refused(question):
 
 
 def test_unknown_method_and_option_are_named():
-    with pytest.raises(ConfigError, match="valid methods: fb-f, fb, op"):
+    with pytest.raises(ConfigError, match="valid methods: auto, fb-f, fb, op"):
         make_method("magic")
     with pytest.raises(ConfigError, match="does not take light"):
         make_method("op", light="bundled:qwen2.5-0.5b")

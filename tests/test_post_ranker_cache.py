@@ -149,13 +149,16 @@ def test_cache_false_converts_and_writes_nothing(tmp_path, cache):
 
 def test_quiet_transformers_silences_and_then_restores_its_settings():
     hf_logging = pytest.importorskip("transformers.utils.logging", reason="needs the [attention] extra")
+    from transformers import modeling_gguf_pytorch_utils as gguf_reader
+
     from ragfunnel.retrieve.attention import quiet_transformers
 
-    before = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    before = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(), gguf_reader.tqdm
     with quiet_transformers():
         assert hf_logging.get_verbosity() == hf_logging.ERROR
         assert not hf_logging.is_progress_bar_enabled()
-    assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()) == before
+        assert gguf_reader.tqdm(range(3)).disable  # the de-quantising bar, which is plain tqdm
+    assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(), gguf_reader.tqdm) == before
 
 
 @pytest.mark.model

@@ -49,7 +49,12 @@ def method_options(command: Callable) -> Callable:
                      "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL."),
         click.option("--budget", type=int, help="Tokens of context the answering model reads [default: 1500]."),
         click.option("--stage1-budget", type=int,
-                     help="FB-RAG Stage I tokens read by the light model [default: 3000]."),
+                     help="FB-RAG Stage I tokens read by the light model [default: max(3000, 2 x --budget)]."),
+        click.option("--draft-from", type=click.Choice(["warm", "selection", "document"]),
+                     help="What FB-RAG's drafts read: Stage I's selection, the whole document, or the whole "
+                          "document when the light model already holds it from an earlier question [default: warm]."),
+        click.option("--max-seconds", type=float,
+                     help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
         click.option("--samples", type=int, help="FB-RAG drafts K [default: 5]."),
         click.option("--chunk-words", type=int, help="Words per chunk [default: 300]."),
         click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
@@ -74,7 +79,8 @@ CORPUS_METHODS = {
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
               help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
 @click.option("--method", type=click.Choice([*METHODS, *CORPUS_METHODS]),
-              help="fb-f: FB-RAG forward only; fb: forward+backward; op: order-preserving RAG; "
+              help="auto: lc or fb, whichever is predicted faster on this machine (op under --max-seconds); "
+                   "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
                    "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "
                    f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, funnel with --index].")

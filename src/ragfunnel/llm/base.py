@@ -30,6 +30,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int = 0
     grammar: str | None = None  # GBNF text constraining the output, where the backend supports it
+    # Characters at the start of the prompt that do not depend on the question (instructions and
+    # document): backends that can keep the model's state after them for later prompts do so.
+    # It never changes the output, so the call cache leaves it out of its keys.
+    keep_prefix: int = 0
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -40,6 +44,8 @@ class SamplingParams:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ConfigError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
+        if self.keep_prefix < 0:
+            raise ConfigError(f"keep_prefix must be >= 0, got {self.keep_prefix}")
         if self.grammar is not None and not self.grammar.strip():
             raise ConfigError("grammar is empty; pass GBNF text, or None for unconstrained output")
 
@@ -65,6 +71,7 @@ class LLM(Protocol):
         stop: tuple[str, ...] = (),
         seed: int = 0,
         grammar: str | None = None,
+        keep_prefix: int = 0,
     ) -> list[list[Completion]]: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -108,16 +115,17 @@ class BaseLLM:
         stop: tuple[str, ...] = (),
         seed: int = 0,
         grammar: str | None = None,
+        keep_prefix: int = 0,
     ) -> list[list[Completion]]:
         """Return ``n`` completions for each prompt, in prompt order.
 
         ``grammar`` (GBNF, as llama.cpp reads it) constrains every output where the backend can
         enforce it (llama.cpp in-process, llama.cpp's server); other backends ignore it, so callers
-        still parse what comes back.
+        still parse what comes back. ``keep_prefix``: see :class:`SamplingParams`.
         """
         if n < 1:
             raise ConfigError(f"n (samples per prompt) must be at least 1, got {n}")
-        params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed, grammar)
+        params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed, grammar, keep_prefix)
         return [self._cached_or_complete(prompt, params, n) for prompt in prompts]
 
     def count_tokens(self, text: str) -> int:

@@ -63,6 +63,8 @@ def call_key(fingerprint: str, prompt: str, params: SamplingParams, n: int) -> s
     """The SHA-256 naming one call. Every SamplingParams field takes part, so a new field changes keys."""
     settings = {}
     for f in fields(params):
+        if f.name == "keep_prefix":  # where to keep model state, not what to generate
+            continue
         value = getattr(params, f.name)
         # 0 and 0.0 (or a numpy scalar) are the same setting and must give the same key
         if f.type in ("float", float):

@@ -117,6 +117,7 @@ class LlamaCppLLM(BaseLLM):
         self._lock = threading.RLock()
         self._grammars: dict[str, Any] = {}  # GBNF text -> compiled LlamaGrammar (parsing is not free)
         self.disk_prefixes = disk_prefixes
+        self.last_prefix: dict[str, Any] = {}  # what the last keep_prefix did (read by callers for traces)
         self.memory_prefixes = MemoryPrefixStore(**({"max_bytes": memory_prefix_bytes}
                                                     if memory_prefix_bytes is not None else {}))
 
@@ -334,6 +335,8 @@ class LlamaCppLLM(BaseLLM):
             raise ConfigError(f"prompt of {len(tokens)} tokens does not fit {self.name}'s context window of "
                               f"{self._n_ctx} with {params.max_tokens} tokens to generate; lower the context budget")
         with self._lock:  # one context decodes one call at a time
+            if params.keep_prefix:
+                self.last_prefix = self.keep_prefix(prompt[: params.keep_prefix])
             if n > 1 and params.temperature > 0 and params.grammar is None:
                 outs = []
                 for first in range(0, n, MAX_PARALLEL):

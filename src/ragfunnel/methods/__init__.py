@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ragfunnel.errors import ConfigError
+from ragfunnel.methods.auto import Auto
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
@@ -30,6 +31,7 @@ def _fb_f(**options: Any) -> FBRAG:
 
 
 METHODS: dict[str, tuple[Callable[..., Method], type]] = {
+    "auto": (Auto, Auto),
     "fb-f": (_fb_f, FBRAG),
     "fb": (_fb, FBRAG),
     "op": (OrderPreservingRAG, OrderPreservingRAG),
@@ -37,7 +39,7 @@ METHODS: dict[str, tuple[Callable[..., Method], type]] = {
     "self-route": (SelfRoute, SelfRoute),
     "lc": (LongContext, LongContext),
 }
-DEFAULT_METHOD = "fb-f"
+DEFAULT_METHOD = "auto"
 
 
 def options_of(name: str) -> list[str]:
@@ -57,5 +59,5 @@ def make_method(name: str, **options: Any) -> Method:
     return factory(**options)
 
 
-__all__ = ["METHODS", "DEFAULT_METHOD", "Method", "make_method", "options_of", "FBRAG", "LongContext",
+__all__ = ["METHODS", "DEFAULT_METHOD", "Method", "make_method", "options_of", "Auto", "FBRAG", "LongContext",
            "OrderPreservingRAG", "SelfRoute", "VanillaRAG"]

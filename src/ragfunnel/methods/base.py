@@ -11,7 +11,7 @@ import numpy as np
 
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm.base import LLM
-from ragfunnel.prompts import build_prompt, clean_answer
+from ragfunnel.prompts import build_prompt, clean_answer, prompt_prefix
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.text import check_context, chunk_words
@@ -49,6 +49,21 @@ def ranked(chunks: list[Chunk], scores: np.ndarray, *, tiebreak: np.ndarray | No
     return [ScoredChunk(chunks[i], float(scores[i])) for i in rank(scores, tiebreak=tiebreak)]
 
 
+def check_budget(chunks: list[Chunk], *, budget: int, llm: LLM) -> list[int]:
+    """Each chunk's tokens under ``llm``; an error if ``budget`` cannot hold a typical chunk.
+
+    Methods call it before any model generates, so a hopeless budget costs nothing.
+    """
+    sizes = [llm.count_tokens(c.text) for c in chunks]
+    typical = int(median(sizes))
+    if budget < typical:
+        raise InputError(
+            f"the context budget of {budget} tokens is smaller than one chunk (a typical chunk here is "
+            f"{typical} tokens); raise --budget or lower --chunk-words"
+        )
+    return sizes
+
+
 def select_within_budget(
     chunks: list[Chunk],
     scores: np.ndarray,
@@ -62,13 +77,7 @@ def select_within_budget(
     Chunks are taken greedily by score; one that would overflow the budget is skipped so
     a smaller, lower-ranked chunk can still fill the space.
     """
-    sizes = [llm.count_tokens(c.text) for c in chunks]
-    typical = int(median(sizes))
-    if budget < typical:
-        raise InputError(
-            f"the context budget of {budget} tokens is smaller than one chunk (a typical chunk here is "
-            f"{typical} tokens); raise the budget or lower --chunk-words"
-        )
+    sizes = check_budget(chunks, budget=budget, llm=llm)
     chosen, used = [], 0
     for i in rank(scores, tiebreak=tiebreak):
         if used + sizes[i] <= budget:
@@ -106,10 +115,12 @@ def timed_call(
     max_tokens: int,
     grammar: str | None = None,
     stop: tuple[str, ...] = (),
+    keep_prefix: int = 0,
 ) -> tuple[Completion, StageTrace]:
-    """One greedy call and its stage record (tokens, seconds, model, finish reason)."""
+    """One greedy call and its stage record (tokens, seconds, model, finish reason, prompt reuse)."""
     started = time.perf_counter()
-    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar)[0][0]
+    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar,
+                              keep_prefix=keep_prefix)[0][0]
     trace = StageTrace(
         name=stage,
         seconds=time.perf_counter() - started,
@@ -117,9 +128,17 @@ def timed_call(
         input_tokens=completion.prompt_tokens,
         output_tokens=completion.completion_tokens,
         n_out=1,
-        detail={"model": llm.name, "finish_reason": completion.finish_reason, "cached": completion.cached},
+        detail={"model": llm.name, "finish_reason": completion.finish_reason, "cached": completion.cached,
+                **prefix_detail(llm, completion, keep_prefix)},
     )
     return completion, trace
+
+
+def prefix_detail(llm: LLM, completion: Completion, keep_prefix: int) -> dict:
+    """Where the model's state after the document came from (read now, or kept from an earlier read)."""
+    if not keep_prefix or completion.cached:
+        return {}
+    return dict(getattr(llm, "last_prefix", {}))
 
 
 def generate_answer(
@@ -133,11 +152,17 @@ def generate_answer(
     choices: list[str] | None,
     max_tokens: int,
     detail: dict | None = None,
+    keep_document: bool = False,
 ) -> Generation:
-    """Greedy answer from ``llm`` over ``chunks`` (already in the order to show)."""
+    """Greedy answer from ``llm`` over ``chunks`` (already in the order to show).
+
+    ``keep_document``: the model keeps its state after reading the chunks, for later questions.
+    """
     log.info("%s: %s reads %d chunk(s) and answers", stage, llm.name, len(chunks))
-    prompt = build_prompt(task, variant, question=question, context=join_chunks(chunks), choices=choices)
-    completion, trace = timed_call(llm, prompt, stage=stage, max_tokens=max_tokens)
+    context = join_chunks(chunks)
+    prompt = build_prompt(task, variant, question=question, context=context, choices=choices)
+    keep = len(prompt_prefix(task, context)) if keep_document else 0
+    completion, trace = timed_call(llm, prompt, stage=stage, max_tokens=max_tokens, keep_prefix=keep)
     answer = clean_answer(completion.text, first_line=task != "summary")
     if not answer:
         log.warning("%s returned an empty answer", llm.name)

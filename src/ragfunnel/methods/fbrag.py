@@ -2,7 +2,10 @@
 
 Stage I   recall: BM25(chunk; question) keeps a large context C^I (``stage1_budget`` tokens).
 Stage II  precision: the light model reads C^I in document order and samples K
-          "Rationale: ... Answer: ..." drafts; every chunk of the *full* context is scored
+          "Rationale: ... Answer: ..." drafts (decoded together, sharing the prompt's KV state);
+          or, when the light model already holds the whole document's state from an earlier
+          question, it drafts from the whole document (Stage I exists to save the light model's
+          reading; a document read before costs nothing to read again). Every chunk of the *full* context is scored
           S_FB(c) = η_B·S(c; q) + η_F·max_k S(c; draft_k), S = BM25, each query max-normalised.
 Stage III generation: the strong model answers from the top chunks within ``budget`` tokens,
           in document order.
@@ -18,16 +21,19 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
     ANSWER_TOKENS,
+    WINDOW_MARGIN,
     as_prediction,
+    check_budget,
     check_fits,
     generate_answer,
     join_chunks,
+    prefix_detail,
     prepare,
     ranked,
     select_within_budget,
     total_tokens,
 )
-from ragfunnel.prompts import build_prompt, check_task, parse_sample
+from ragfunnel.prompts import build_prompt, check_task, parse_sample, prompt_prefix
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.types import Prediction, ScoredChunk, StageTrace
@@ -36,6 +42,15 @@ log = logging.getLogger(__name__)
 
 # Extra tokens a draft gets on top of the task's answer limit, for its rationale (as in the paper).
 RATIONALE_TOKENS = 64
+# What Stage II drafts from: Stage I's selection, the whole document, or the whole document only
+# when the light model already holds its state (else the selection).
+DRAFT_FROM = ("warm", "selection", "document")
+STAGE1_FLOOR = 3000
+
+
+def default_stage1_budget(budget: int) -> int:
+    """Stage I keeps at least twice what Stage III reads, and never less than 3,000 tokens."""
+    return max(STAGE1_FLOOR, 2 * budget)
 
 
 class FBRAG:
@@ -49,7 +64,7 @@ class FBRAG:
         light: str | LLM = DEFAULT_LIGHT,
         strong: str | LLM = DEFAULT_STRONG,
         task: str = "qa",
-        stage1_budget: int = 3000,
+        stage1_budget: int | None = None,
         budget: int = 1500,
         chunk_words: int = 300,
         samples: int = 5,
@@ -61,12 +76,18 @@ class FBRAG:
         max_tokens: int | None = None,
         sample_max_tokens: int | None = None,
         seed: int = 0,
+        draft_from: str = "warm",
     ):
         if samples < 1:
             raise ConfigError(f"samples must be at least 1, got {samples}")
         if min(eta_forward, eta_backward) < 0 or eta_forward + eta_backward == 0:
             raise ConfigError(f"eta weights must be >= 0 and not both 0, got forward={eta_forward}, "
                               f"backward={eta_backward}")
+        if draft_from not in DRAFT_FROM:
+            raise ConfigError(f"unknown draft_from {draft_from!r}; valid: {', '.join(DRAFT_FROM)}")
+        if budget < 1:
+            raise ConfigError(f"budget must be at least 1 token, got {budget}")
+        stage1_budget = default_stage1_budget(budget) if stage1_budget is None else stage1_budget
         if stage1_budget < budget:
             raise ConfigError(f"stage1_budget ({stage1_budget}) is smaller than the final budget ({budget}); "
                               "Stage I should keep more context than Stage III reads")
@@ -80,8 +101,27 @@ class FBRAG:
         self.max_tokens = max_tokens or ANSWER_TOKENS[task]
         self.sample_max_tokens = sample_max_tokens or self.max_tokens + RATIONALE_TOKENS
         self.seed = seed
+        self.draft_from = draft_from
         if eta_backward == 0:
             self.name = "fb-f"
+
+    def document_fits(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> bool:
+        """Whether the light model's window holds a draft prompt over the whole document."""
+        need = (light.count_tokens(build_prompt(self.task, "rationale", question=question, context=join_chunks(chunks),
+                                                choices=choices))
+                + self.sample_max_tokens + WINDOW_MARGIN)
+        return need <= light.context_window
+
+    def draft_source(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> str:
+        """``document`` or ``selection``: what Stage II reads under ``draft_from``."""
+        if self.draft_from == "selection" or not self.document_fits(light, chunks, question=question,
+                                                                    choices=choices):
+            return "selection"
+        if self.draft_from == "document":
+            return "document"
+        held = getattr(light, "prefix_state", None)
+        warm = held is not None and held(prompt_prefix(self.task, join_chunks(chunks))) != "none"
+        return "document" if warm else "selection"
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, chunks = prepare(question, context, words=self.chunk_words)
@@ -89,6 +129,7 @@ class FBRAG:
         check_fits(strong, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
         check_fits(light, budget=self.stage1_budget, task=self.task, question=question,
                    max_tokens=self.sample_max_tokens)
+        check_budget(chunks, budget=self.budget, llm=strong)  # before any model generates
 
         whole = total_tokens(chunks, strong)
         if whole <= self.budget:
@@ -111,11 +152,14 @@ class FBRAG:
         log.info("stage I kept %d of %d chunks; %s drafts %d samples", len(recall), len(chunks), light.name,
                  self.samples)
         started = time.perf_counter()
-        prompt = build_prompt(self.task, "rationale", question=question,
-                              context=join_chunks([sc.chunk for sc in recall]), choices=choices)
+        source = self.draft_source(light, chunks, question=question, choices=choices)
+        read = chunks if source == "document" else [sc.chunk for sc in recall]
+        context = join_chunks(read)
+        prompt = build_prompt(self.task, "rationale", question=question, context=context, choices=choices)
+        keep = len(prompt_prefix(self.task, context)) if source == "document" else 0
         drafts = light.generate([prompt], n=self.samples, max_tokens=self.sample_max_tokens,
                                 temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                                seed=self.seed)[0]
+                                seed=self.seed, keep_prefix=keep)[0]
         samples = [parse_sample(d.text) for d in drafts]
         forward = index.score([f"{s.rationale} {s.answer}" for s in samples])
         fused = forward_backward_scores(backward, forward, eta_backward=self.eta_backward,
@@ -129,11 +173,13 @@ class FBRAG:
             llm_seconds=sum(d.seconds for d in drafts),
             input_tokens=sum(d.prompt_tokens for d in drafts[:1]),  # one prefill serves all K drafts
             output_tokens=sum(d.completion_tokens for d in drafts),
-            n_in=len(recall),
+            n_in=len(read),
             n_out=len(samples),
             detail={"model": light.name, "samples": self.samples, "eta_forward": self.eta_forward,
-                    "eta_backward": self.eta_backward, "scored_by": signal,
-                    "without_answer": sum(1 for s in samples if not s.answer)},
+                    "eta_backward": self.eta_backward, "scored_by": signal, "drafted_from": source,
+                    "without_answer": sum(1 for s in samples if not s.answer),
+                    "cached": all(d.cached for d in drafts),
+                    **(prefix_detail(light, drafts[0], keep) if keep else {})},
         )
 
         # Stage III: the strong model answers from the precise context, in document order.

@@ -69,6 +69,7 @@ class LongContext:
         whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=len(text.split()))
         prep_seconds = time.perf_counter() - started
         gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
-                              chunks=[whole], choices=choices, max_tokens=self.max_tokens, detail=detail)
+                              chunks=[whole], choices=choices, max_tokens=self.max_tokens, detail=detail,
+                              keep_document=True)
         gen.stage.seconds += prep_seconds
         return as_prediction(self.name, gen, [ScoredChunk(whole, 1.0)], [gen.stage])

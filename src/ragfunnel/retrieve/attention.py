@@ -28,13 +28,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.errors import InputError, MissingExtra, ModelError
 
 ATTENTION_NAME = "ragfunnel_last_row"
 DEFAULT_REP_TOKENS = 4  # the paper's best setting in most cases
@@ -67,15 +67,25 @@ def quiet_transformers() -> Iterator[None]:
     """transformers' progress bars and info logs off for the block, its own settings restored after."""
     from transformers.utils import logging as hf_logging
 
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_reader
+    except ImportError:
+        gguf_reader = None
+    # The GGUF reader's de-quantising bar is plain tqdm, deaf to disable_progress_bar().
+    gguf_bar = getattr(gguf_reader, "tqdm", None)
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    if gguf_bar is not None:
+        gguf_reader.tqdm = partial(gguf_bar, disable=True)
     try:
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()
+        if gguf_bar is not None:
+            gguf_reader.tqdm = gguf_bar
 
 
 @lru_cache(maxsize=1)
@@ -150,8 +160,11 @@ class AttentionPostRanker:
     def save_converted(self, directory: Path) -> None:
         """Write the model (safetensors), its config and its tokenizer into ``directory``."""
         with quiet_transformers():
-            self.model.save_pretrained(directory, safe_serialization=True)
+            # safetensors: transformers 4's default and transformers 5's only format (it has no switch).
+            self.model.save_pretrained(directory)
             self.tokenizer.save_pretrained(directory)
+        if not any(directory.glob("*.safetensors")):
+            raise ModelError(f"transformers saved no safetensors file in {directory}")
 
     def _segments(self, question: str, passages: list[str]) -> tuple[list[int], list[tuple[int, int]]]:
         """Prompt token ids and each passage's (start, end) token span inside them."""

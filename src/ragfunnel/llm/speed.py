@@ -1,0 +1,136 @@
+"""How fast a model reads and writes on this machine: measured once per model file, then remembered.
+
+A :class:`SpeedProfile` holds a model's prefill rate (prompt tokens per second at the start of
+the window), its decode rate (one sequence), and what each extra sequence of a batch adds to a
+decode step. Reading slows as the window fills (attention over more past tokens): the rate at
+``n`` tokens already read is ``prefill_tps / (1 + n / SLOWDOWN_TOKENS)``. ``SLOWDOWN_TOKENS``
+comes from measurements on this project's machine: both bundled Qwen models read a 1.6k-token
+prompt 1.55-1.6x faster per token than an 8.8k-token one, which this form fits at ~10.5k tokens.
+
+:func:`speed_of` calibrates a model on first use (a few seconds: one ~200-token prompt read,
+a greedy decode, a batched decode), and keeps the profile in the user cache dir under the
+model's fingerprint, so a changed model file is measured again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ragfunnel.errors import ConfigError
+from ragfunnel.llm.base import LLM
+
+log = logging.getLogger(__name__)
+
+SLOWDOWN_TOKENS = 10_500
+CALIBRATION_VERSION = 1
+_PROBE_WORDS = 150
+_DECODE_TOKENS = 24
+_BATCH = 4
+
+
+@dataclass(frozen=True)
+class SpeedProfile:
+    """A model's measured speeds on this machine."""
+
+    prefill_tps: float  # prompt tokens per second, at the start of the window
+    decode_tps: float  # generated tokens per second, one sequence
+    batch_step_cost: float = 1.0  # a decode step of k sequences costs 1 + batch_step_cost * (k - 1) single steps
+
+    def __post_init__(self) -> None:
+        if self.prefill_tps <= 0 or self.decode_tps <= 0 or self.batch_step_cost < 0:
+            raise ConfigError(f"speeds must be positive, got {self}")
+
+    def read_seconds(self, tokens: int, *, already: int = 0) -> float:
+        """Seconds to read ``tokens`` new prompt tokens after ``already`` kept ones."""
+        if tokens <= 0:
+            return 0.0
+        end = already + tokens
+        return (tokens + (end * end - already * already) / (2 * SLOWDOWN_TOKENS)) / self.prefill_tps
+
+    def write_seconds(self, tokens: int, *, sequences: int = 1) -> float:
+        """Seconds to generate ``tokens`` steps of ``sequences`` sequences decoded together."""
+        step = (1 + self.batch_step_cost * (sequences - 1)) / self.decode_tps
+        return max(tokens, 0) * step
+
+
+def _probe_text(words: int) -> str:
+    """Plain English-like filler the model has never seen in this order (no prefix to reuse)."""
+    vocab = ("river stone window garden letter morning winter copper harbour meadow lantern signal "
+             "orchard bridge candle valley market season thread mirror").split()
+    rng = random.Random(time.time_ns())
+    return " ".join(rng.choice(vocab) for _ in range(words))
+
+
+def calibrate(llm: LLM) -> SpeedProfile:
+    """Measure ``llm``'s prefill, decode and batched-decode speed (a few seconds; no call cache)."""
+    saved_cache = getattr(llm, "call_cache", None)
+    if saved_cache is not None:
+        llm.call_cache = None  # type: ignore[attr-defined]
+    try:
+        prompt = (f"Here are some words: {_probe_text(_PROBE_WORDS)}\n\n"
+                  "Now count from 1 to 200, numbers separated by spaces.")
+        read = llm.generate([prompt], max_tokens=1)[0][0]
+        started = time.perf_counter()
+        one = llm.generate([prompt], max_tokens=_DECODE_TOKENS)[0][0]
+        one_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        many = llm.generate([prompt], max_tokens=_DECODE_TOKENS, n=_BATCH, temperature=1.0, top_p=0.9,
+                            top_k=50)[0]
+        many_seconds = time.perf_counter() - started
+    finally:
+        if saved_cache is not None:
+            llm.call_cache = saved_cache  # type: ignore[attr-defined]
+    prefill = read.prompt_tokens / max(read.seconds, 1e-6)
+    decode = max(one.completion_tokens, 1) / max(one_seconds, 1e-6)
+    steps = max(max(c.completion_tokens for c in many), 1)
+    step_ratio = (many_seconds / steps) / (1 / decode)
+    profile = SpeedProfile(prefill_tps=round(prefill, 2), decode_tps=round(decode, 2),
+                           batch_step_cost=round(max(step_ratio - 1, 0.0) / (_BATCH - 1), 4))
+    log.info("calibrated %s: read %.0f tokens/s, write %.1f tokens/s, each extra batched sequence +%.0f%%",
+             llm.name, profile.prefill_tps, profile.decode_tps, 100 * profile.batch_step_cost)
+    return profile
+
+
+def _profile_path(llm: LLM) -> Path:
+    from ragfunnel.llm.bundled import cache_dir
+
+    fingerprint = getattr(llm, "fingerprint", llm.name).replace("/", "_").replace(":", "_")[:120]
+    return cache_dir() / "speed" / f"{fingerprint}.json"
+
+
+_measured: dict[str, SpeedProfile] = {}
+
+
+def speed_of(llm: LLM) -> SpeedProfile:
+    """``llm``'s profile: remembered for its fingerprint on this machine, else calibrated now and saved."""
+    fingerprint = getattr(llm, "fingerprint", llm.name)
+    if fingerprint in _measured:
+        return _measured[fingerprint]
+    path = _profile_path(llm)
+    machine = {"cpus": os.cpu_count(), "version": CALIBRATION_VERSION, "model": fingerprint}
+    profile = None
+    try:
+        saved = json.loads(path.read_text())
+        if saved.get("machine") == machine:
+            profile = SpeedProfile(**saved["profile"])
+    except (OSError, ValueError, TypeError, KeyError, ConfigError):
+        pass  # absent or damaged: measure again
+    if profile is None:
+        log.info("measuring %s's speed on this machine (once per model file)", llm.name)
+        profile = calibrate(llm)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_name(path.name + ".partial")
+            partial.write_text(json.dumps({"machine": machine, "profile": asdict(profile)}))
+            os.replace(partial, path)
+        except OSError as e:
+            log.warning("cannot save %s's speed under %s (%s); it will be measured again next time",
+                        llm.name, path.parent, e)
+    _measured[fingerprint] = profile
+    return profile
