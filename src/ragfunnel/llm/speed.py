@@ -7,7 +7,7 @@ decode step. Reading slows as the window fills (attention over more past tokens)
 comes from measurements on this project's machine: both bundled Qwen models read a 1.6k-token
 prompt 1.55-1.6x faster per token than an 8.8k-token one, which this form fits at ~10.5k tokens.
 
-:func:`speed_of` calibrates a model on first use (a few seconds: one ~200-token prompt read,
+:func:`speed_of` calibrates a model on first use (a few seconds: two prompt reads of ~200 and ~1,000 tokens,
 a greedy decode, a batched decode), and keeps the profile in the user cache dir under the
 model's fingerprint, so a changed model file is measured again.
 """
@@ -28,8 +28,8 @@ from ragfunnel.llm.base import LLM
 log = logging.getLogger(__name__)
 
 SLOWDOWN_TOKENS = 10_500
-CALIBRATION_VERSION = 1
-_PROBE_WORDS = 150
+CALIBRATION_VERSION = 3
+_PROBE_WORDS = (120, 720)  # two prompt lengths: the rate at the start and how fast it falls
 _DECODE_TOKENS = 24
 _BATCH = 4
 
@@ -41,6 +41,7 @@ class SpeedProfile:
     prefill_tps: float  # prompt tokens per second, at the start of the window
     decode_tps: float  # generated tokens per second, one sequence
     batch_step_cost: float = 1.0  # a decode step of k sequences costs 1 + batch_step_cost * (k - 1) single steps
+    slowdown_tokens: float = SLOWDOWN_TOKENS  # reading at n tokens in runs at prefill_tps / (1 + n / this)
 
     def __post_init__(self) -> None:
         if self.prefill_tps <= 0 or self.decode_tps <= 0 or self.batch_step_cost < 0:
@@ -51,7 +52,7 @@ class SpeedProfile:
         if tokens <= 0:
             return 0.0
         end = already + tokens
-        return (tokens + (end * end - already * already) / (2 * SLOWDOWN_TOKENS)) / self.prefill_tps
+        return (tokens + (end * end - already * already) / (2 * self.slowdown_tokens)) / self.prefill_tps
 
     def write_seconds(self, tokens: int, *, sequences: int = 1) -> float:
         """Seconds to generate ``tokens`` steps of ``sequences`` sequences decoded together."""
@@ -73,9 +74,12 @@ def calibrate(llm: LLM) -> SpeedProfile:
     if saved_cache is not None:
         llm.call_cache = None  # type: ignore[attr-defined]
     try:
-        prompt = (f"Here are some words: {_probe_text(_PROBE_WORDS)}\n\n"
-                  "Now count from 1 to 200, numbers separated by spaces.")
-        read = llm.generate([prompt], max_tokens=1)[0][0]
+        llm.generate([f"Say: {_probe_text(8)}"], max_tokens=2)  # first-call set-up is not speed
+        reads = []
+        for words in _PROBE_WORDS:
+            prompt = (f"Here are some words: {_probe_text(words)}\n\n"
+                      "Now count from 1 to 200, numbers separated by spaces.")
+            reads.append(llm.generate([prompt], max_tokens=1)[0][0])
         started = time.perf_counter()
         one = llm.generate([prompt], max_tokens=_DECODE_TOKENS)[0][0]
         one_seconds = time.perf_counter() - started
@@ -86,15 +90,28 @@ def calibrate(llm: LLM) -> SpeedProfile:
     finally:
         if saved_cache is not None:
             llm.call_cache = saved_cache  # type: ignore[attr-defined]
-    prefill = read.prompt_tokens / max(read.seconds, 1e-6)
+    prefill, slowdown = _fit_reading([(r.prompt_tokens, max(r.seconds, 1e-6)) for r in reads])
     decode = max(one.completion_tokens, 1) / max(one_seconds, 1e-6)
     steps = max(max(c.completion_tokens for c in many), 1)
     step_ratio = (many_seconds / steps) / (1 / decode)
     profile = SpeedProfile(prefill_tps=round(prefill, 2), decode_tps=round(decode, 2),
-                           batch_step_cost=round(max(step_ratio - 1, 0.0) / (_BATCH - 1), 4))
+                           batch_step_cost=round(max(step_ratio - 1, 0.0) / (_BATCH - 1), 4),
+                           slowdown_tokens=round(slowdown))
     log.info("calibrated %s: read %.0f tokens/s, write %.1f tokens/s, each extra batched sequence +%.0f%%",
              llm.name, profile.prefill_tps, profile.decode_tps, 100 * profile.batch_step_cost)
     return profile
+
+
+def _fit_reading(reads: list[tuple[int, float]]) -> tuple[float, float]:
+    """Start rate and slowdown from two (tokens, seconds) reads, with t(n) = (n + n^2 / 2c) / r.
+
+    A noisy pair that implies no slowdown or an implausible one keeps the default c.
+    """
+    (n1, t1), (n2, t2) = reads
+    x = (t1 * n2 - t2 * n1) / (t2 * n1 * n1 - t1 * n2 * n2)  # x = 1 / 2c
+    c = 1 / (2 * x) if x > 0 else SLOWDOWN_TOKENS
+    c = min(max(c, 1_000), 50_000)
+    return (n2 + n2 * n2 / (2 * c)) / t2, c
 
 
 def _profile_path(llm: LLM) -> Path:

@@ -144,6 +144,7 @@ class AttentionPostRanker:
         if entry.exists():
             problem = verify_checked_dir(entry)
             if problem is None:
+                log.debug("reading the converted post-ranker from %s", entry)
                 return cls(entry, **kwargs)
             log.warning("the cached post-ranker in %s is damaged (%s); rebuilding it from %s", entry, problem,
                         path.name)
@@ -152,6 +153,8 @@ class AttentionPostRanker:
         ranker = cls(path.parent, gguf_file=path.name, **kwargs)
         try:
             write_checked_dir(entry, ranker.save_converted)
+            log.info("cached the converted post-ranker in %s (%.0f MB)", entry,
+                     sum(p.stat().st_size for p in entry.iterdir()) / 1e6)
         except Exception as e:  # caching only saves time: a failure to write must not fail the load
             log.warning("cannot cache the converted post-ranker in %s (%s: %s); every start will convert %s again",
                         entry, type(e).__name__, e, path.name)
@@ -159,6 +162,15 @@ class AttentionPostRanker:
 
     def save_converted(self, directory: Path) -> None:
         """Write the model (safetensors), its config and its tokenizer into ``directory``."""
+        quantizer = getattr(self.model, "hf_quantizer", None)
+        if quantizer is not None:
+            # transformers 5 keeps its GGUF quantizer on a model it de-quantised and refuses to save such a
+            # model; once every weight is a float tensor that record is stale, so it goes (the config's too).
+            packed = [name for name, t in self.model.state_dict().items() if not t.is_floating_point()]
+            if packed:
+                raise ModelError(f"transformers kept {len(packed)} weights packed in GGUF blocks ({packed[0]} ...); "
+                                 "only a fully de-quantised model can be cached")
+            quantizer.remove_quantization_config(self.model)
         with quiet_transformers():
             # safetensors: transformers 4's default and transformers 5's only format (it has no switch).
             self.model.save_pretrained(directory)
