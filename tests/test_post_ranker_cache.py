@@ -161,6 +161,50 @@ def test_quiet_transformers_silences_and_then_restores_its_settings():
     assert (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled(), gguf_reader.tqdm) == before
 
 
+class TokenizerStub:
+    def save_pretrained(self, directory):
+        (Path(directory) / "tokenizer.json").write_text("{}")
+
+
+def tiny_model_as_transformers_5_leaves_it_after_reading_a_gguf():
+    torch = pytest.importorskip("torch", reason="needs the [attention] extra")
+    transformers = pytest.importorskip("transformers", reason="needs the [attention] extra")
+    gguf_quantizer = pytest.importorskip("transformers.quantizers.quantizer_gguf", reason="transformers 4 has none")
+    from transformers.utils.quantization_config import GgufConfig
+
+    config = transformers.Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    quantization = GgufConfig(gguf_file="tiny.gguf")
+    model.hf_quantizer, model.config.quantization_config = gguf_quantizer.GgufHfQuantizer(quantization), quantization
+    model.is_quantized = True
+    ranker = object.__new__(AttentionPostRanker)
+    ranker.model, ranker.tokenizer = model, TokenizerStub()
+    return torch, transformers, ranker
+
+
+def test_a_model_de_quantised_from_gguf_is_saved_as_a_plain_safetensors_checkpoint(tmp_path):
+    torch, transformers, ranker = tiny_model_as_transformers_5_leaves_it_after_reading_a_gguf()
+    write_checked_dir(tmp_path / "entry", ranker.save_converted)
+    assert verify_checked_dir(tmp_path / "entry") is None
+    assert "quantization_config" not in json.loads((tmp_path / "entry" / "config.json").read_text())
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "entry", dtype=torch.float32)
+    ids = torch.tensor([[1, 5, 9, 2]])
+    with torch.inference_mode():
+        assert torch.equal(reloaded(input_ids=ids).logits, ranker.model(input_ids=ids).logits)
+
+
+def test_a_model_with_weights_still_packed_is_not_cached(tmp_path):
+    from ragfunnel.errors import ModelError
+
+    torch, _, ranker = tiny_model_as_transformers_5_leaves_it_after_reading_a_gguf()
+    ranker.model.model.layers[0].mlp.register_buffer("qweight", torch.zeros(8, dtype=torch.uint8))
+    with pytest.raises(ModelError, match="packed in GGUF blocks"):
+        write_checked_dir(tmp_path / "entry", ranker.save_converted)
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.model
 def test_the_cached_post_ranker_scores_exactly_as_the_one_read_from_gguf(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch", reason="needs the [attention] extra")

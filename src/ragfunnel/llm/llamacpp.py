@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -335,14 +336,18 @@ class LlamaCppLLM(BaseLLM):
             raise ConfigError(f"prompt of {len(tokens)} tokens does not fit {self.name}'s context window of "
                               f"{self._n_ctx} with {params.max_tokens} tokens to generate; lower the context budget")
         with self._lock:  # one context decodes one call at a time
+            prefix_seconds = 0.0
             if params.keep_prefix:
                 self.last_prefix = self.keep_prefix(prompt[: params.keep_prefix])
+                prefix_seconds = self.last_prefix["prefix_seconds"]
             if n > 1 and params.temperature > 0 and params.grammar is None:
                 outs = []
                 for first in range(0, n, MAX_PARALLEL):
                     outs += self._sample_together(tokens, params, min(MAX_PARALLEL, n - first), first)
-                return outs
-            return [self._sample_one(tokens, params, i) for i in range(n)]
+            else:
+                outs = [self._sample_one(tokens, params, i) for i in range(n)]
+        # The document's read (or restore) is part of the first sample's time, like any prompt read.
+        return [replace(outs[0], seconds=outs[0].seconds + prefix_seconds), *outs[1:]]
 
     def _sample_one(self, tokens: list[int], params: SamplingParams, index: int) -> Completion:
         started = time.perf_counter()

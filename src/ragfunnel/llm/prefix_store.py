@@ -150,7 +150,10 @@ class DiskPrefixStore:
             os.replace(partial, path)
             self._writable = True
         except OSError as e:
-            partial.unlink(missing_ok=True)
+            try:
+                partial.unlink(missing_ok=True)
+            except OSError:
+                pass
             log.warning("cannot write document states under %s (%s); keeping them in memory only", self.root, e)
             self._writable = False
             return

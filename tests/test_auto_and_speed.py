@@ -1,0 +1,95 @@
+"""The cost model behind ``auto``: speeds, predicted seconds and the choice, on hand-made numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragfunnel.errors import ConfigError
+from ragfunnel.llm.fake import FakeLLM
+from ragfunnel.llm.speed import SpeedProfile, _fit_reading
+from ragfunnel.methods import make_method
+from ragfunnel.methods.auto import Auto
+
+WORDS = " ".join(f"word{i}" for i in range(3000))
+
+
+def test_reading_and_writing_seconds_by_hand():
+    s = SpeedProfile(prefill_tps=100, decode_tps=10, batch_step_cost=0.25, slowdown_tokens=1000)
+    # (1000 + 1000^2 / 2000) / 100 = 15 s; the second thousand tokens read slower: (1000 + (4e6 - 1e6) / 2000) / 100
+    assert s.read_seconds(1000) == pytest.approx(15.0)
+    assert s.read_seconds(1000, already=1000) == pytest.approx(25.0)
+    assert s.read_seconds(0) == 0.0
+    assert s.write_seconds(20) == pytest.approx(2.0)
+    assert s.write_seconds(20, sequences=5) == pytest.approx(2.0 * (1 + 0.25 * 4))
+
+
+def test_fit_reading_recovers_rate_and_slowdown():
+    truth = SpeedProfile(prefill_tps=200, decode_tps=10, slowdown_tokens=4000)
+    reads = [(n, truth.read_seconds(n)) for n in (200, 1000)]
+    rate, slowdown = _fit_reading(reads)
+    assert rate == pytest.approx(200, rel=1e-6) and slowdown == pytest.approx(4000, rel=1e-6)
+    # reads that show no slowdown (noise) keep the default instead of an absurd value
+    assert _fit_reading([(200, 1.0), (1000, 4.0)])[1] == 10_500
+
+
+def planned(max_seconds=None, light_speed=None, strong_speed=None):
+    light, strong = FakeLLM(lambda p, i: "x", name="light", context_window=8192), \
+        FakeLLM(lambda p, i: "x", name="strong", context_window=8192)
+    auto = Auto(light=light, strong=strong, budget=500, chunk_words=100, max_seconds=max_seconds)
+    speeds = {"light": light_speed or SpeedProfile(400, 40, 0.2, 10_000),
+              "strong": strong_speed or SpeedProfile(100, 10, 0.2, 10_000)}
+    return auto.plan("Which word?", WORDS, speeds=speeds)
+
+
+def test_plan_predicts_each_method_from_token_counts():
+    plan = planned()
+    # FakeLLM counts whitespace words: 3000 context tokens, the prompt's own words on top
+    assert plan.predicted_seconds["op"] < plan.predicted_seconds["fb"]  # fb pays op's read and the drafts
+    assert plan.predicted_seconds["lc"] > plan.predicted_seconds["op"]
+    assert plan.method in ("lc", "fb") and plan.method == min(("lc", "fb"), key=plan.predicted_seconds.get)
+    assert "predicted faster" in plan.why
+
+
+def test_a_slow_strong_model_makes_fb_the_choice_and_a_slow_light_one_lc():
+    assert planned(strong_speed=SpeedProfile(20, 10, 0.2, 10_000)).method == "fb"
+    assert planned(light_speed=SpeedProfile(5, 1, 1.0, 10_000)).method == "lc"
+
+
+def test_max_seconds_falls_back_to_op_or_names_the_fastest():
+    plan = planned()
+    op = plan.predicted_seconds["op"]
+    assert planned(max_seconds=op + 0.5).method == "op"
+    with pytest.raises(ConfigError, match=r"the fastest, op, is predicted at \d+\.\ds"):
+        planned(max_seconds=op / 2)
+
+
+def test_auto_runs_its_choice_and_says_so_in_the_trace():
+    light = FakeLLM(lambda p, i: "Rationale: word7 word8\nAnswer: word7", name="light", context_window=8192)
+    strong = FakeLLM(lambda p, i: "word7", name="strong", context_window=8192)
+    auto = make_method("auto", light=light, strong=strong, budget=500, chunk_words=100)
+    import ragfunnel.llm.speed as speed
+
+    speed._measured.update({"FakeLLM:light": SpeedProfile(400, 40), "FakeLLM:strong": SpeedProfile(100, 10)})
+    p = auto.run("Which word?", WORDS)
+    first = p.trace.stages[0]
+    assert first.name == "choose" and set(first.detail["predicted_seconds"]) == {"lc", "op", "fb"}
+    assert p.method == f"auto:{first.detail['chose']}" and p.answer == "word7"
+
+
+def test_bad_options_fail_before_any_model_runs():
+    with pytest.raises(ConfigError, match="max_seconds"):
+        make_method("auto", max_seconds=0)
+    with pytest.raises(ConfigError, match="draft_from"):
+        make_method("fb", draft_from="sometimes")
+    light = FakeLLM(lambda p, i: "never", name="l")
+    strong = FakeLLM(lambda p, i: "never", name="s")
+    from ragfunnel.errors import InputError
+
+    with pytest.raises(InputError, match="smaller than one chunk"):
+        make_method("fb", light=light, strong=strong, budget=50, chunk_words=100).run("Which?", WORDS)
+    assert light.calls == [] and strong.calls == []  # nothing drafted before the budget was refused
+
+
+def test_stage1_budget_follows_the_final_budget():
+    assert make_method("fb", budget=4000).stage1_budget == 8000
+    assert make_method("fb", budget=500).stage1_budget == 3000
