@@ -3,6 +3,7 @@
 import hashlib
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -223,12 +224,15 @@ def test_the_cached_post_ranker_scores_exactly_as_the_one_read_from_gguf(tmp_pat
                 "Gulls nest on the cliffs of the northern islands every spring.",
                 "The lighthouse service was reorganised in 1880 under a new board."]
 
-    converted = AttentionPostRanker.from_gguf(gguf, sha256=sha)
-    expected, ids = converted.score(question, passages), converted._segments(question, passages)
-    del converted
-    assert verify_checked_dir(tmp_path / "post_ranker" / sha) is None
+    try:
+        converted = AttentionPostRanker.from_gguf(gguf, sha256=sha)
+        expected, ids = converted.score(question, passages), converted._segments(question, passages)
+        del converted
+        assert (tmp_path / "post_ranker" / sha / CHECKSUMS).is_file()
 
-    cached = AttentionPostRanker.from_gguf(tmp_path / "absent.gguf", sha256=sha)  # only the cache can serve it
-    assert cached.model.dtype == torch.float32
-    assert cached._segments(question, passages) == ids
-    np.testing.assert_array_equal(cached.score(question, passages), expected)
+        cached = AttentionPostRanker.from_gguf(tmp_path / "absent.gguf", sha256=sha)  # only the cache can serve it
+        assert cached.model.dtype == torch.float32
+        assert cached._segments(question, passages) == ids
+        np.testing.assert_array_equal(cached.score(question, passages), expected)
+    finally:
+        shutil.rmtree(tmp_path / "post_ranker", ignore_errors=True)  # 2.5 GB that pytest would keep in /tmp
