@@ -79,3 +79,14 @@ def test_auto_end_to_end_chooses_and_answers(hotpot_examples):
     assert choose.name == "choose" and choose.detail["chose"] in ("lc", "fb")
     assert all(v > 0 for v in choose.detail["predicted_seconds"].values())
     assert p.method == f"auto:{choose.detail['chose']}" and p.answer
+
+
+def test_streamed_text_is_the_completion():
+    llm = resolve("bundled:smollm2-135m")
+    pieces: list[str] = []
+    llm.on_text = pieces.append
+    try:
+        out = llm.generate(["Name three colours."], max_tokens=16)[0][0]
+    finally:
+        llm.on_text = None
+    assert len(pieces) > 1 and "".join(pieces) == out.text and out.completion_tokens > 0

@@ -1,4 +1,5 @@
-"""``ragfunnel cache info|clear``: the on-disk LLM call cache that ``ask``, ``eval`` and ``scale grid`` share."""
+"""``ragfunnel cache info|clear``: the on-disk LLM call cache that ``ask``, ``eval`` and ``scale grid`` share,
+and the documents' kept model states (``kv/``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import click
 from ragfunnel.cli.common import Group
 from ragfunnel.llm.bundled import cache_dir
 from ragfunnel.llm.call_cache import CALLS_FILE, CacheInfo, CallCache
+from ragfunnel.llm.prefix_store import default_prefix_store
 
 
 def _path() -> Path:
@@ -21,7 +23,8 @@ def _path() -> Path:
 def cache() -> None:
     """The on-disk LLM call cache: a call with the same model weights, prompt, sampling settings, seed and
     number of samples is answered from it. `ask`, `eval` and `scale grid` use it unless given --no-cache;
-    it lives in $RAGFUNNEL_CACHE (else ~/.cache/ragfunnel) as calls.sqlite."""
+    it lives in $RAGFUNNEL_CACHE (else ~/.cache/ragfunnel) as calls.sqlite. Beside it, kv/ holds the
+    model states of documents already read (read once, ask many), which --no-cache also bypasses."""
 
 
 @cache.command()
@@ -35,12 +38,17 @@ def info(as_json: bool) -> None:
         calls = CallCache(path, strict=True)
         summary = calls.info()
         calls.close()
+    states = default_prefix_store()
+    files, size = states.size()
     if as_json:
-        click.echo(json.dumps(asdict(summary), indent=2))
+        click.echo(json.dumps({**asdict(summary), "document_states": {"path": str(states.root), "files": files,
+                                                                      "bytes": size}}, indent=2))
         return
     click.echo(f"{summary.path}: {summary.entries:,} entries, {summary.bytes / 1e6:,.1f} MB")
     for m in summary.models:
         click.echo(f"{m.entries:>10,}  {m.fingerprint}  ({', '.join(m.names)})")
+    click.echo(f"{states.root}: {files:,} document states, {size / 1e6:,.1f} MB "
+               f"(least recently used dropped past {states.max_bytes / 2**30:.0f} GiB)")
 
 
 @cache.command()
@@ -48,7 +56,7 @@ def info(as_json: bool) -> None:
               help="Only this model's entries: its spec (bundled:NAME, gguf:PATH as it was given, "
                    "openai:URL#MODEL) or a fingerprint from `ragfunnel cache info`.")
 def clear(model: str | None) -> None:
-    """Delete the cached calls (all of them, or one model's)."""
+    """Delete the cached calls (all of them, or one model's) and, without --model, the document states."""
     path = _path()
     removed = 0
     if path.exists():
@@ -56,3 +64,6 @@ def clear(model: str | None) -> None:
         removed = calls.clear(model)
         calls.close()
     click.echo(f"removed {removed:,} {'entry' if removed == 1 else 'entries'} from {path}")
+    if model is None:
+        states = default_prefix_store()
+        click.echo(f"removed {states.clear():,} document states from {states.root}")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,8 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
         raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
                           "not both or neither")
     if index_dir is not None:
-        prediction = _ask_corpus(question, index_dir, method or "funnel", task, options, choices)
+        with _streaming(options.get("strong"), enabled=not as_json):
+            prediction = _ask_corpus(question, index_dir, method or "funnel", task, options, choices)
     else:
         if method in CORPUS_METHODS:
             raise ConfigError(f"--method {method} answers from a corpus index; pass --index DIR instead of --context")
@@ -113,13 +115,35 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
         if scaling:
             raise ConfigError(f"--{scaling[0]} goes with --index and --method drag or iterdrag")
         context = read_context(context_path)
-        prediction = make_method(method or DEFAULT_METHOD, task=task, **options).run(
-            question, context, choices=list(choices) or None)
+        chosen = make_method(method or DEFAULT_METHOD, task=task, **options)  # options checked before loading
+        with _streaming(options.get("strong"), enabled=not as_json):
+            prediction = chosen.run(question, context, choices=list(choices) or None)
     if as_json:
         click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
     else:
         click.echo(prediction.answer)
         click.echo(_summary(prediction), err=True)
+
+
+@contextmanager
+def _streaming(strong: str | None, *, enabled: bool) -> Iterator[None]:
+    """On a terminal, show the answering model's text on stderr as it is written (the clean answer
+    still goes to stdout at the end)."""
+    if not (enabled and sys.stderr.isatty()):
+        yield
+        return
+    from ragfunnel.llm import DEFAULT_STRONG, resolve
+
+    llm = resolve(strong or DEFAULT_STRONG)
+    if not hasattr(llm, "on_text"):
+        yield
+        return
+    llm.on_text = lambda text: click.echo(click.style(text, dim=True), nl=False, err=True)
+    try:
+        yield
+    finally:
+        llm.on_text = None
+        click.echo("", err=True)
 
 
 def _ask_corpus(question: str, index_dir: Path, method: str, task: str, options: dict[str, Any],

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -119,6 +119,8 @@ class LlamaCppLLM(BaseLLM):
         self._grammars: dict[str, Any] = {}  # GBNF text -> compiled LlamaGrammar (parsing is not free)
         self.disk_prefixes = disk_prefixes
         self.last_prefix: dict[str, Any] = {}  # what the last keep_prefix did (read by callers for traces)
+        # Receives the text of single-sample calls as it is generated (``ask`` on a terminal shows it).
+        self.on_text: Callable[[str], None] | None = None
         self.memory_prefixes = MemoryPrefixStore(**({"max_bytes": memory_prefix_bytes}
                                                     if memory_prefix_bytes is not None else {}))
 
@@ -351,7 +353,7 @@ class LlamaCppLLM(BaseLLM):
 
     def _sample_one(self, tokens: list[int], params: SamplingParams, index: int) -> Completion:
         started = time.perf_counter()
-        r = self._llama.create_completion(
+        options = dict(
             prompt=tokens,
             max_tokens=params.max_tokens,
             temperature=params.temperature,
@@ -362,10 +364,23 @@ class LlamaCppLLM(BaseLLM):
             seed=params.seed + index,  # distinct samples; the same seed would repeat the draw
             grammar=self._grammar(params.grammar),
         )
-        choice, usage = r["choices"][0], r["usage"]
-        return Completion(text=choice["text"] or "", prompt_tokens=usage["prompt_tokens"],
-                          completion_tokens=usage["completion_tokens"], seconds=time.perf_counter() - started,
-                          finish_reason=choice.get("finish_reason") or "stop")
+        if self.on_text is None:
+            r = self._llama.create_completion(**options)
+            choice, usage = r["choices"][0], r["usage"]
+            return Completion(text=choice["text"] or "", prompt_tokens=usage["prompt_tokens"],
+                              completion_tokens=usage["completion_tokens"], seconds=time.perf_counter() - started,
+                              finish_reason=choice.get("finish_reason") or "stop")
+        pieces, finish = [], "stop"
+        for chunk in self._llama.create_completion(**options, stream=True):
+            choice = chunk["choices"][0]
+            if choice["text"]:
+                pieces.append(choice["text"])
+                self.on_text(choice["text"])
+            finish = choice.get("finish_reason") or finish
+        text = "".join(pieces)
+        return Completion(text=text, prompt_tokens=len(tokens), completion_tokens=len(self._llama.tokenize(
+            text.encode("utf-8"), add_bos=False, special=True)) if text else 0,
+            seconds=time.perf_counter() - started, finish_reason=finish)
 
     def _sampler(self, params: SamplingParams, seed: int) -> Any:
         import llama_cpp

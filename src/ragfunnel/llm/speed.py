@@ -70,9 +70,11 @@ def _probe_text(words: int) -> str:
 
 def calibrate(llm: LLM) -> SpeedProfile:
     """Measure ``llm``'s prefill, decode and batched-decode speed (a few seconds; no call cache)."""
-    saved_cache = getattr(llm, "call_cache", None)
+    saved_cache, saved_sink = getattr(llm, "call_cache", None), getattr(llm, "on_text", None)
     if saved_cache is not None:
         llm.call_cache = None  # type: ignore[attr-defined]
+    if saved_sink is not None:
+        llm.on_text = None  # type: ignore[attr-defined]
     try:
         llm.generate([f"Say: {_probe_text(8)}"], max_tokens=2)  # first-call set-up is not speed
         reads = []
@@ -90,6 +92,8 @@ def calibrate(llm: LLM) -> SpeedProfile:
     finally:
         if saved_cache is not None:
             llm.call_cache = saved_cache  # type: ignore[attr-defined]
+        if saved_sink is not None:
+            llm.on_text = saved_sink  # type: ignore[attr-defined]
     prefill, slowdown = _fit_reading([(r.prompt_tokens, max(r.seconds, 1e-6)) for r in reads])
     decode = max(one.completion_tokens, 1) / max(one_seconds, 1e-6)
     steps = max(max(c.completion_tokens for c in many), 1)
