@@ -93,3 +93,22 @@ def test_bad_options_fail_before_any_model_runs():
 def test_stage1_budget_follows_the_final_budget():
     assert make_method("fb", budget=4000).stage1_budget == 8000
     assert make_method("fb", budget=500).stage1_budget == 3000
+
+
+def test_a_document_asked_about_often_enough_is_read_whole_once():
+    auto = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
+    predicted = {"lc": 40.0, "fb": 30.0, "op": 12.0}
+    assert auto._choose(predicted).method == "fb"
+    assert auto._choose(predicted, spent=35.0).method == "fb"  # rent paid < price of reading
+    plan = auto._choose(predicted, spent=45.0)
+    assert plan.method == "lc" and "reading it now" in plan.why
+    assert auto._choose({**predicted, "lc": 0.5}, lc_warm=True).method == "lc"
+
+
+def test_the_ledger_adds_up_seconds_per_document():
+    from ragfunnel.methods.auto import DocumentLedger
+
+    ledger = DocumentLedger()  # the disk caches are off in tests: memory only
+    ledger.add("a document", 10.0)
+    ledger.add("a document", 5.5)
+    assert ledger.spent("a document") == 15.5 and ledger.spent("another") == 0.0

@@ -82,6 +82,10 @@ def set_disk_caches(enabled: bool) -> None:
         _attach_caches(llm)
 
 
+def disk_caches_enabled() -> bool:
+    return _call_caching
+
+
 def _attach_caches(llm: LLM) -> None:
     if isinstance(llm, BaseLLM):
         llm.call_cache = default_call_cache() if _call_caching else None

@@ -8,10 +8,22 @@ already holds from an earlier question about the same document) plus seconds to 
 ``max_seconds``, a candidate predicted over the limit is out, OP-RAG is the fallback, and if
 nothing fits the error names the fastest prediction. The trace's first stage, ``choose``, names
 the choice, every candidate's predicted seconds and why.
+
+One rule goes beyond "fastest now": a document asked about again and again should be read once.
+A ledger remembers the seconds spent answering questions about each document (by its SHA-256);
+once they reach what reading it whole with the strong model costs, ``auto`` reads it (LC) —
+renting until the rent paid equals the price of buying, which never costs more than twice the
+best choice made knowing how many questions will come — and every later question then costs LC
+only the question.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
+import os
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -26,10 +38,66 @@ from ragfunnel.methods.order_preserving import OrderPreservingRAG
 from ragfunnel.prompts import build_prompt, check_task, prompt_prefix
 from ragfunnel.types import Prediction, StageTrace, Trace
 
+log = logging.getLogger(__name__)
+
 # Tokens a short answer or a draft usually runs to, for the prediction (the limits are upper bounds;
 # measured drafts of the bundled 0.5B end after 20-55 tokens, answers after a few).
 EXPECTED_ANSWER_TOKENS = 12
 EXPECTED_DRAFT_TOKENS = 48
+
+
+class DocumentLedger:
+    """Seconds spent answering questions per document, in memory and (with the disk caches on) in
+    ``documents.json`` in the user cache dir, so separate ``ask`` processes add up."""
+
+    def __init__(self) -> None:
+        self._spent: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def _path(self):
+        from ragfunnel.llm.bundled import cache_dir
+        from ragfunnel.llm.registry import disk_caches_enabled
+
+        return cache_dir() / "documents.json" if disk_caches_enabled() else None
+
+    def _load(self) -> dict[str, float]:
+        path = self._path()
+        if path is None:
+            return {}
+        try:
+            saved = json.loads(path.read_text())
+            return {k: float(v) for k, v in saved.items()} if isinstance(saved, dict) else {}
+        except (OSError, ValueError, TypeError):
+            return {}
+
+    def spent(self, text: str) -> float:
+        key = self.key(text)
+        with self._lock:
+            return max(self._spent.get(key, 0.0), self._load().get(key, 0.0))
+
+    def add(self, text: str, seconds: float) -> None:
+        key = self.key(text)
+        with self._lock:
+            merged = self._load()
+            total = max(self._spent.get(key, 0.0), merged.get(key, 0.0)) + seconds
+            self._spent[key] = merged[key] = total
+            path = self._path()
+            if path is None:
+                return
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
+                partial.write_text(json.dumps(dict(list(merged.items())[-10_000:])))
+                os.replace(partial, path)
+            except OSError as e:
+                log.warning("cannot record document use under %s (%s); auto counts this process only", path, e)
+
+
+LEDGER = DocumentLedger()
 
 
 @dataclass(frozen=True)
@@ -116,12 +184,15 @@ class Auto:
                                + s_light.write_seconds(draft_tokens, sequences=self.fb.samples)
                                + predicted["op"])
         predicted = {k: round(v, 2) for k, v in predicted.items()}
-        return self._choose(predicted)
+        return self._choose(predicted, spent=LEDGER.spent(context), lc_warm=lc_kept > 0)
 
-    def _choose(self, predicted: dict[str, float]) -> Plan:
+    def _choose(self, predicted: dict[str, float], *, spent: float = 0.0, lc_warm: bool = False) -> Plan:
         best = min(("lc", "fb"), key=lambda m: predicted[m])
         other = "fb" if best == "lc" else "lc"
         why = f"{best} is predicted faster than {other} ({predicted[best]:.1f}s vs {predicted[other]:.1f}s)"
+        if best == "fb" and not lc_warm and spent >= predicted["lc"]:
+            best, why = "lc", (f"questions about this document have cost {spent:.0f}s so far, more than reading it "
+                               f"whole once ({predicted['lc']:.1f}s): reading it now makes later questions cheap")
         if self.max_seconds is None or predicted[best] <= self.max_seconds:
             return Plan(best, predicted, why)
         if predicted["op"] <= self.max_seconds:
@@ -139,4 +210,5 @@ class Auto:
                             detail={"chose": plan.method, "predicted_seconds": plan.predicted_seconds,
                                     "why": plan.why})
         p = self.candidates[plan.method].run(question, context, choices=choices)
+        LEDGER.add(context, time.perf_counter() - started)
         return replace(p, method=f"auto:{plan.method}", trace=Trace([choose, *p.trace.stages]))

@@ -42,10 +42,13 @@ log = logging.getLogger(__name__)
 
 # Extra tokens a draft gets on top of the task's answer limit, for its rationale (as in the paper).
 RATIONALE_TOKENS = 64
-# What Stage II drafts from: Stage I's selection, the whole document, or the whole document only
-# when the light model already holds its state (else the selection).
+# What Stage II drafts from: Stage I's selection, the whole document, or ("warm") the whole document
+# when the light model already holds its state or reading it whole costs about as much as the selection.
 DRAFT_FROM = ("warm", "selection", "document")
 STAGE1_FLOOR = 3000
+# In "warm" mode a cold document is read whole when that costs little more than Stage I's selection:
+# the light model then holds it for every later question.
+WHOLE_DOCUMENT_SLACK = 1.25
 
 
 def default_stage1_budget(budget: int) -> int:
@@ -120,8 +123,12 @@ class FBRAG:
         if self.draft_from == "document":
             return "document"
         held = getattr(light, "prefix_state", None)
-        warm = held is not None and held(prompt_prefix(self.task, join_chunks(chunks))) != "none"
-        return "document" if warm else "selection"
+        if held is None:
+            return "selection"  # nothing to keep: the selection is the cheaper read
+        if held(prompt_prefix(self.task, join_chunks(chunks))) != "none":
+            return "document"
+        small = total_tokens(chunks, light) <= WHOLE_DOCUMENT_SLACK * self.stage1_budget
+        return "document" if small else "selection"
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, chunks = prepare(question, context, words=self.chunk_words)
