@@ -1,16 +1,20 @@
 """Cold and warm answers: lc, op, fb (selection / whole document), fb-f and auto on documents asked three times.
 
-Each document hides three HotpotQA train questions' paragraphs among the paragraphs of further
+Each HotpotQA document hides three train questions' paragraphs among the paragraphs of further
 questions, in order, until it holds about ``--words`` words; the three questions are then asked one
-after another. The first is *cold* (no model holds the document: memory and disk stores are
-emptied before each method's turn), the later two *warm* (what the first read left behind).
+after another. Each real LongBench text (``--longbench FILE:ROW``, from
+``../shared/data/longbench_minilongbench_dev``) has one question with references; two generic
+questions about the text follow it, timed but not scored. The first question is *cold* (no model
+holds the document: memory and disk stores are emptied before each method's turn), the later two
+*warm* (what the first read left behind).
 The LLM call cache is off throughout: every answer is generated.
 
 Also measured on the first document, side by side: Stage II decode of K=5 drafts together vs one
 draft (the light model already holding the prompt), and an identical ``ask`` repeated with the
 call cache on.
 
-    .venv/bin/python benchmarks/answer_speed.py --words 2000,4000 --out benchmarks/results/answer_speed.json
+    .venv/bin/python benchmarks/answer_speed.py --words 2000,4000 --longbench qasper:0,multifieldqa_en:0 \
+        --out benchmarks/results/answer_speed.json
 
 Rows go to the ``.jsonl`` beside ``--out`` as they finish (a re-run skips finished (document,
 method) pairs); the summary (per length and method: cold and warm seconds, F1, auto's choices)
@@ -35,6 +39,8 @@ from ragfunnel.prompts import build_prompt
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
+LONGBENCH = SHARED / "longbench_minilongbench_dev"
+GENERIC = ["Who or what is this text mainly about?", "What is the main conclusion of this text?"]
 LIGHT, STRONG = "bundled:qwen2.5-0.5b", "bundled:qwen2.5-1.5b"
 METHODS = {"lc": ("lc", {}), "op": ("op", {}), "fb-selection": ("fb", {"draft_from": "selection"}),
            "fb-document": ("fb", {"draft_from": "document"}), "fb-f": ("fb-f", {"draft_from": "selection"}),
@@ -62,9 +68,23 @@ def documents(words: list[int], start: int) -> list[dict]:
     return docs
 
 
+def longbench_documents(picks: list[str]) -> list[dict]:
+    docs = []
+    for pick in picks:
+        name, _, row = pick.partition(":")
+        r = json.loads((LONGBENCH / f"{name}.jsonl").read_text().splitlines()[int(row or 0)])
+        docs.append({"id": r["_id"], "words": len(r["context"].split()), "text": r["context"],
+                     "questions": [{"question": r["input"], "answers": r["answers"]},
+                                   *({"question": q, "answers": []} for q in GENERIC)]})
+    return docs
+
+
 def fresh(store_root: Path) -> None:
     """No model holds any document: memory states dropped, the disk store emptied."""
+    from ragfunnel.methods.auto import LEDGER
+
     shutil.rmtree(store_root, ignore_errors=True)
+    LEDGER._spent.clear()  # auto starts with no history of this document
     for spec in (LIGHT, STRONG):
         llm = resolve(spec)
         llm.reset()
@@ -86,7 +106,7 @@ def run_pair(doc: dict, label: str, store_root: Path) -> dict:
         p = method.run(q["question"], doc["text"])
         seconds = time.perf_counter() - started
         answers.append({"question": q["question"], "answer": p.answer, "seconds": round(seconds, 2),
-                        "f1": best_over_references(token_f1, p.answer, q["answers"]),
+                        "f1": best_over_references(token_f1, p.answer, q["answers"]) if q["answers"] else None,
                         "method": p.method, "input_tokens": p.trace.input_tokens,
                         "stages": [{"name": s.name, "seconds": round(s.seconds, 2), "detail": s.detail}
                                    for s in p.trace.stages]})
@@ -134,7 +154,7 @@ def summarise(rows: list[dict]) -> dict:
         warm = [x["seconds"] for x in a[1:]]
         out.setdefault(r["document"], {"words": r["words"]})[r["method"]] = {
             "cold_seconds": a[0]["seconds"], "warm_seconds": round(statistics.mean(warm), 2),
-            "f1": round(statistics.mean(x["f1"] for x in a), 3),
+            "f1": round(statistics.mean(x["f1"] for x in a if x["f1"] is not None), 3),
             "chose": [x["method"] for x in a] if r["method"] == "auto" else None}
     return out
 
@@ -144,10 +164,13 @@ def main() -> None:
     ap.add_argument("--words", default="2000,4000", help="Document lengths in words, comma-separated.")
     ap.add_argument("--methods", default=",".join(METHODS), help=f"Of {', '.join(METHODS)}.")
     ap.add_argument("--start", type=int, default=50, help="First HotpotQA train example used.")
+    ap.add_argument("--longbench", default="", help="LongBench texts as FILE:ROW, comma-separated "
+                                                     "(e.g. qasper:0,multifieldqa_en:0).")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/answer_speed.json"))
     args = ap.parse_args()
     set_disk_caches(False)
-    docs = documents([int(w) for w in args.words.split(",")], args.start)
+    docs = documents([int(w) for w in args.words.split(",") if w], args.start)
+    docs += longbench_documents([p for p in args.longbench.split(",") if p])
     rows_path = args.out.with_suffix(".jsonl")
     rows = [json.loads(line) for line in rows_path.read_text().splitlines()] if rows_path.exists() else []
     done = {(r["document"], r["method"]) for r in rows}
@@ -162,8 +185,7 @@ def main() -> None:
                 rows.append(row)
                 with rows_path.open("a") as f:
                     f.write(json.dumps(row) + "\n")
-                print(doc["id"], label, [(x["seconds"], round(x["f1"], 2), x["method"]) for x in row["answers"]],
-                      flush=True)
+                print(doc["id"], label, [(x["seconds"], x["f1"], x["method"]) for x in row["answers"]], flush=True)
         extra["decode_batching"] = decode_batching(docs[0])
         print("decode", extra["decode_batching"], flush=True)
         extra["call_cache_rerun"] = call_cache_rerun(docs[0], scratch)
