@@ -427,10 +427,11 @@ class LlamaCppLLM(BaseLLM):
                         finish[seq] = "stop"
                         continue
                     out[seq].append(token)
-                    texts[seq] = llama.detokenize(out[seq]).decode("utf-8", errors="ignore")
-                    if any(s in texts[seq] for s in params.stop):
-                        finish[seq] = "stop"
-                        continue
+                    if params.stop:  # only stop strings need the text while decoding
+                        texts[seq] = llama.detokenize(out[seq]).decode("utf-8", errors="ignore")
+                        if any(s in texts[seq] for s in params.stop):
+                            finish[seq] = "stop"
+                            continue
                     if len(out[seq]) < params.max_tokens:
                         stepping.append(seq)
                 live = stepping
@@ -459,7 +460,7 @@ class LlamaCppLLM(BaseLLM):
         seconds = time.perf_counter() - started
         outs = []
         for seq in range(n):
-            text = texts[seq]
+            text = texts[seq] if params.stop else llama.detokenize(out[seq]).decode("utf-8", errors="ignore")
             for s in params.stop:
                 text = text.split(s, 1)[0]
             # The shared prompt read is charged to the first sample, as sequential sampling would.
