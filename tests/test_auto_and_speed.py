@@ -6,7 +6,7 @@ import pytest
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm.fake import FakeLLM
-from ragfunnel.llm.speed import SpeedProfile, _fit_reading
+from ragfunnel.llm.speed import SLOWDOWN_FLOOR, SpeedProfile, _fit_reading
 from ragfunnel.methods import make_method
 from ragfunnel.methods.auto import Auto
 
@@ -24,12 +24,13 @@ def test_reading_and_writing_seconds_by_hand():
 
 
 def test_fit_reading_recovers_rate_and_slowdown():
-    truth = SpeedProfile(prefill_tps=200, decode_tps=10, slowdown_tokens=4000)
+    truth = SpeedProfile(prefill_tps=200, decode_tps=10, slowdown_tokens=6000)
     reads = [(n, truth.read_seconds(n)) for n in (200, 1000)]
     rate, slowdown = _fit_reading(reads)
-    assert rate == pytest.approx(200, rel=1e-6) and slowdown == pytest.approx(4000, rel=1e-6)
-    # reads that show no slowdown (noise) keep the default instead of an absurd value
-    assert _fit_reading([(200, 1.0), (1000, 4.0)])[1] == 10_500
+    assert rate == pytest.approx(200, rel=1e-6) and slowdown == pytest.approx(6000, rel=1e-6)
+    # reads that show no slowdown (noise), or too steep a one, give the measured floor
+    assert _fit_reading([(200, 1.0), (1000, 4.0)])[1] == SLOWDOWN_FLOOR
+    assert _fit_reading([(200, 1.0), (1000, 20.0)])[1] == SLOWDOWN_FLOOR
 
 
 def planned(max_seconds=None, light_speed=None, strong_speed=None):
