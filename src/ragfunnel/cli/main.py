@@ -52,15 +52,17 @@ def method_options(command: Callable) -> Callable:
         click.option("--stage1-budget", type=int,
                      help="FB-RAG Stage I tokens read by the light model [default: max(3000, 2 x --budget)]."),
         click.option("--draft-from", type=click.Choice(["warm", "selection", "document"]),
-                     help="What FB-RAG's drafts read: Stage I's selection, the whole document, or the whole "
-                          "document when the light model already holds it from an earlier question [default: warm]."),
+                     help="What FB-RAG's drafts read: Stage I's selection, the whole document, or (warm) the whole "
+                          "document when the light model already holds it or it costs about the selection's read "
+                          "[default: warm]."),
         click.option("--max-seconds", type=float,
                      help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
         click.option("--samples", type=int, help="FB-RAG drafts K [default: 5]."),
         click.option("--chunk-words", type=int, help="Words per chunk [default: 300]."),
         click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
         click.option("--no-cache", is_flag=True,
-                     help="Bypass the on-disk LLM call cache: every call runs the model, nothing is stored."),
+                     help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
+                          "nothing is stored."),
     ]):
         command = option(command)
     return command

@@ -186,7 +186,8 @@ def _demonstrations(path: Path | None) -> Any:
                    "question, are read once per configuration (much faster with many shots; seconds then "
                    "depend on what ran before).")
 @click.option("--no-cache", is_flag=True,
-              help="Bypass the on-disk LLM call cache: every call runs the model, nothing is stored.")
+              help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
+                   "nothing is stored.")
 @_metric_option
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
