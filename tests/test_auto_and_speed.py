@@ -47,8 +47,16 @@ def test_plan_predicts_each_method_from_token_counts():
     # FakeLLM counts whitespace words: 3000 context tokens, the prompt's own words on top
     assert plan.predicted_seconds["op"] < plan.predicted_seconds["fb"]  # fb pays op's read and the drafts
     assert plan.predicted_seconds["lc"] > plan.predicted_seconds["op"]
-    assert plan.method in ("lc", "fb") and plan.method == min(("lc", "fb"), key=plan.predicted_seconds.get)
-    assert "predicted faster" in plan.why
+    assert plan.method == ("lc" if plan.predicted_seconds["lc"] <= 0.5 * plan.predicted_seconds["fb"] else "fb")
+    assert "twice as fast" in plan.why
+
+
+def test_lc_needs_to_be_twice_as_fast_as_fb():
+    auto = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
+    assert auto._choose({"lc": 30.0, "fb": 40.0, "op": 12.0}).method == "fb"  # faster, not by enough
+    assert auto._choose({"lc": 20.0, "fb": 40.0, "op": 12.0}).method == "lc"
+    limited = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"), max_seconds=32)
+    assert limited._choose({"lc": 30.0, "fb": 40.0, "op": 12.0}).method == "lc"  # fb over the limit, lc fits
 
 
 def test_a_slow_strong_model_makes_fb_the_choice_and_a_slow_light_one_lc():
@@ -98,7 +106,7 @@ def test_stage1_budget_follows_the_final_budget():
 
 def test_a_document_asked_about_often_enough_is_read_whole_once():
     auto = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
-    predicted = {"lc": 40.0, "fb": 30.0, "op": 12.0}
+    predicted = {"lc": 40.0, "fb": 30.0, "op": 12.0}  # fb is the choice until the ledger says otherwise
     assert auto._choose(predicted).method == "fb"
     assert auto._choose(predicted, spent=35.0).method == "fb"  # rent paid < price of reading
     plan = auto._choose(predicted, spent=45.0)

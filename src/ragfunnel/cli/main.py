@@ -82,7 +82,8 @@ CORPUS_METHODS = {
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
               help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
 @click.option("--method", type=click.Choice([*METHODS, *CORPUS_METHODS]),
-              help="auto: lc or fb, whichever is predicted faster on this machine (op under --max-seconds); "
+              help="auto: fb, or lc where predicted at least twice as fast on this machine (op under "
+                   "--max-seconds); "
                    "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
                    "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "
