@@ -22,7 +22,7 @@ def private_cache_dir(tmp_path, monkeypatch):
     """Every test gets its own cache dir, registry and caching switch."""
     monkeypatch.setenv("RAGFUNNEL_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(registry, "_loaded", {})
-    monkeypatch.setattr(registry, "_call_caching", True)
+    monkeypatch.setattr(registry, "_disk_caches", True)
 
 
 def echo(prompt: str, i: int) -> str:

@@ -13,7 +13,11 @@ from pathlib import Path
 
 from ragfunnel.llm.bundled import cache_dir
 
-_BLOCK = 1 << 22
+
+def sha256_of_file(path: Path) -> str:
+    """The SHA-256 of a file's bytes, hashed now."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _stamp(path: Path) -> dict[str, object]:
@@ -36,11 +40,7 @@ def file_sha256(path: str | Path) -> str:
             return saved["sha256"]
     except (OSError, ValueError):
         pass
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(_BLOCK):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = sha256_of_file(path)
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"stamp": stamp, "sha256": sha}))

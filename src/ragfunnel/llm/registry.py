@@ -43,7 +43,7 @@ def _openai(rest: str) -> LLM:
 SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "openai": _openai}
 
 _loaded: dict[str, LLM] = {}
-_call_caching = True
+_disk_caches = True
 
 
 def resolve(spec: str | LLM) -> LLM:
@@ -76,21 +76,21 @@ def set_disk_caches(enabled: bool) -> None:
     the CLI's ``--no-cache`` must reach every model a command resolves from a spec string, deep inside
     the methods it builds. Library code that holds an LLM object can set its ``call_cache`` instead.
     """
-    global _call_caching
-    _call_caching = enabled
+    global _disk_caches
+    _disk_caches = enabled
     for llm in _loaded.values():
         _attach_caches(llm)
 
 
 def disk_caches_enabled() -> bool:
-    return _call_caching
+    return _disk_caches
 
 
 def _attach_caches(llm: LLM) -> None:
     if isinstance(llm, BaseLLM):
-        llm.call_cache = default_call_cache() if _call_caching else None
+        llm.call_cache = default_call_cache() if _disk_caches else None
     if hasattr(llm, "disk_prefixes"):
-        llm.disk_prefixes = default_prefix_store() if _call_caching else None
+        llm.disk_prefixes = default_prefix_store() if _disk_caches else None
 
 
 def reset_loaded() -> None:

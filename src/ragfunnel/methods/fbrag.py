@@ -2,10 +2,11 @@
 
 Stage I   recall: BM25(chunk; question) keeps a large context C^I (``stage1_budget`` tokens).
 Stage II  precision: the light model reads C^I in document order and samples K
-          "Rationale: ... Answer: ..." drafts (decoded together, sharing the prompt's KV state);
-          or, when the light model already holds the whole document's state from an earlier
-          question, it drafts from the whole document (Stage I exists to save the light model's
-          reading; a document read before costs nothing to read again). Every chunk of the *full* context is scored
+          "Rationale: ... Answer: ..." drafts (decoded together, sharing the prompt's KV state).
+          ``draft_from="warm"`` (default) drafts from the whole document instead when the light
+          model already holds its state, or when reading it whole costs little more than C^I — and
+          keeps that state for later questions (Stage I exists only to save the light model's
+          reading). Every chunk of the *full* context is scored
           S_FB(c) = η_B·S(c; q) + η_F·max_k S(c; draft_k), S = BM25, each query max-normalised.
 Stage III generation: the strong model answers from the top chunks within ``budget`` tokens,
           in document order.
@@ -186,7 +187,7 @@ class FBRAG:
                     "eta_backward": self.eta_backward, "scored_by": signal, "drafted_from": source,
                     "without_answer": sum(1 for s in samples if not s.answer),
                     "cached": all(d.cached for d in drafts),
-                    **(prefix_detail(light, drafts[0], keep) if keep else {})},
+                    **prefix_detail(light, drafts[0], keep)},
         )
 
         # Stage III: the strong model answers from the precise context, in document order.

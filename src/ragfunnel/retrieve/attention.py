@@ -20,7 +20,6 @@ loads read that instead. A damaged entry is rebuilt; an unwritable cache only co
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -35,6 +34,7 @@ from typing import Protocol
 import numpy as np
 
 from ragfunnel.errors import InputError, MissingExtra, ModelError
+from ragfunnel.llm.fingerprint import file_sha256, sha256_of_file
 
 ATTENTION_NAME = "ragfunnel_last_row"
 DEFAULT_REP_TOKENS = 4  # the paper's best setting in most cases
@@ -138,7 +138,6 @@ class AttentionPostRanker:
         if not cache:
             return cls(path.parent, gguf_file=path.name, **kwargs)
         from ragfunnel.llm.bundled import cache_dir
-        from ragfunnel.llm.fingerprint import file_sha256
 
         entry = cache_dir() / "post_ranker" / (sha256 or file_sha256(path))
         if entry.exists():
@@ -215,11 +214,6 @@ class AttentionPostRanker:
         return scores
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def _files(directory: Path) -> list[str]:
     return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if not p.is_dir())
 
@@ -241,7 +235,7 @@ def write_checked_dir(dest: Path, write: Callable[[Path], None]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
     try:
         write(tmp)
-        sums = {name: _sha256(tmp / name) for name in _files(tmp)}
+        sums = {name: sha256_of_file(tmp / name) for name in _files(tmp)}
         (tmp / CHECKSUMS).write_text(json.dumps(sums, indent=1) + "\n")
         try:
             tmp.rename(dest)
@@ -271,7 +265,7 @@ def verify_checked_dir(directory: Path) -> str | None:
     if extra := sorted(present - set(sums)):
         return f"{extra[0]} is not in {CHECKSUMS}"
     for name, digest in sums.items():
-        if _sha256(directory / name) != digest:
+        if sha256_of_file(directory / name) != digest:
             return f"{name} does not match its SHA-256"
     return None
 
