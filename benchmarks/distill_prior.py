@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.eval.metrics import answer_recall_at_k
-from ragfunnel.eval.runner import read_rows
+from ragfunnel.journal import read_rows
 from ragfunnel.retrieve.distill import DEFAULT_PRIOR_WEIGHT, LABELS_FILE, Labelled, train_pre_ranker
 from ragfunnel.retrieve.embed import minilm_directory
 from ragfunnel.retrieve.funnel import FunnelRetriever

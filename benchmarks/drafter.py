@@ -20,7 +20,7 @@ from pathlib import Path
 from ragfunnel.corpus import load_corpus
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.long_context import lengthen
-from ragfunnel.eval.runner import read_rows, run_eval
+from ragfunnel.eval.runner import load_eval, run_eval
 from ragfunnel.llm import set_disk_caches
 from ragfunnel.methods import make_method
 
@@ -56,9 +56,9 @@ def main() -> None:
     for name, spec in DRAFTERS.items():
         method = make_method("fb", task="multihop", light=spec, **OPTIONS)
         run_eval(examples, {"fb": method}, args.out / name, config={**config, "light": spec})
-        summary[name] = summarise(read_rows(args.out / name / "rows.jsonl", repair=False))
+        summary[name] = summarise([r.to_json() for r in load_eval(args.out / name).rows])
     pairs = {}
-    by = {name: {r["example_id"]: r for r in read_rows(args.out / name / "rows.jsonl", repair=False)}
+    by = {name: {r.example_id: r.to_json() for r in load_eval(args.out / name).rows}
           for name in DRAFTERS}
     a, b = DRAFTERS
     common = sorted(set(by[a]) & set(by[b]))

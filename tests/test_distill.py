@@ -68,7 +68,7 @@ def test_labels_are_collected_once_per_question_and_resume(tmp_path):
     both = collect_labels(retriever, examples, path, top_k=1, progress=False)
     assert [x.example_id for x in both] == ["q1", "q2"]
     assert [json.loads(line)["example_id"] for line in path.read_text().splitlines()] == ["q1", "q2"]
-    with pytest.raises(ConfigError, match="other settings"):
+    with pytest.raises(ConfigError, match="different configuration .differs in: top_positives"):
         collect_labels(retriever, examples, path, top_k=3, progress=False)
 
 

@@ -255,18 +255,21 @@ def test_demonstration_file_round_trip_with_steps(tmp_path):
 
 
 @pytest.mark.parametrize("text, match", [
-    ('{"question": "Q?", "answer": "A"}\nnot json\n', r"d.jsonl:2: not a JSON object"),
+    ('{"question": "Q?", "answer": "A"}\nnot json\n', r"d.jsonl:2 is not a JSON demonstration"),
+    (b'{"question": "Q?", "answer": "\xff"}\n', r"d.jsonl:1 is not UTF-8 text.*save it as UTF-8"),
+    ('{"question": "Qu\u00e9?", "answer": "A"}\n'.encode("latin-1"), r"d.jsonl:1 is not UTF-8 text"),
     ('{"answer": "A"}\n', r"d.jsonl:1: 'question' must be a non-empty string"),
     ('{"question": "Q?", "answer": ""}\n', r"d.jsonl:1: 'answer' must be a non-empty string"),
     ('{"question": "Q?", "answer": "A", "documents": [{"id": "1"}]}\n',
      r"d.jsonl:1: document 1 of the question: 'text' must be a non-empty string"),
     ('{"question": "Q?", "answer": "A", "steps": [{"follow_up": "F?"}]}\n',
      r"d.jsonl:1: step 1: 'answer' must be a non-empty string"),
-    ('[1, 2]\n', r"d.jsonl:1: each line must be a JSON object"),
+    ('[1, 2]\n', r"d.jsonl:1 is a JSON list, not a demonstration object"),
     ("\n\n", "holds no demonstrations"),
 ])
 def test_bad_demonstration_files_are_named_with_their_line(tmp_path, text, match):
-    (tmp_path / "d.jsonl").write_text(text)
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     with pytest.raises(InputError, match=match):
         load_demonstrations(tmp_path / "d.jsonl")
 

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from ragfunnel.errors import ConfigError
-from ragfunnel.eval.runner import ROWS_FILE, gold_word_spans, run_eval, score
+from ragfunnel.eval.runner import gold_word_spans, run_eval, score
+from ragfunnel.journal import ROWS_FILE
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
 from ragfunnel.types import Document, Example
@@ -40,7 +41,7 @@ def test_score_by_task():
 
 def test_rows_are_written_and_a_rerun_skips_them(tmp_path):
     first = run_eval(examples(3), methods(), tmp_path, config={"x": 1}, progress=False)
-    assert first.written == 6 and all(r["metrics"]["em"] == 1.0 for r in first.rows)
+    assert first.written == 6 and all(r.metrics["em"] == 1.0 for r in first.rows)
     again = run_eval(examples(4), methods(), tmp_path, config={"x": 1}, progress=False)
     assert again.written == 2
     lines = (tmp_path / ROWS_FILE).read_text().splitlines()
@@ -60,13 +61,13 @@ def test_a_torn_last_line_is_cut_off_and_redone(tmp_path):
     rows.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:17])  # last row half-written
     result = run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
     assert result.written == 1
-    assert [json.loads(x) for x in rows.read_text().splitlines()] == result.rows
+    assert [json.loads(x) for x in rows.read_text().splitlines()] == [r.to_json() for r in result.rows]
 
 
 def test_method_failures_become_counted_rows(tmp_path):
     bad = [Example(id="empty", question="q?", context="   ", answers=["x"])]
     (row,) = run_eval(bad, {"op": methods()["op"]}, tmp_path, config={}, progress=False).rows
-    assert "empty" in row["error"] and row["metrics"] == {}
+    assert "empty" in row.error and row.metrics == {}
 
 
 SCRIPT = textwrap.dedent("""
@@ -146,12 +147,12 @@ def test_rows_record_where_the_supporting_passage_ranks(tmp_path):
     # 8-word chunks: [0,8) [8,16) [16,24) [24,30); the supporting passage is words 10-20.
     op = make_method("op", strong=llm, budget=12, chunk_words=8)
     (row,) = run_eval([hotpot_like()], {"op": op}, tmp_path, config={}, progress=False).rows
-    assert row["ranking"][0] == 1 and sorted(row["ranking"]) == [0, 1, 2, 3]  # BM25 on "capital": Beta's chunk
-    assert row["gold_rank"] == 1
-    assert [c["position"] for c in row["chunks_used"]] == [1] and row["gold_recall"] == 1.0
+    assert row.ranking[0] == 1 and sorted(row.ranking) == [0, 1, 2, 3]  # BM25 on "capital": Beta's chunk
+    assert row.gold_rank == 1
+    assert [c["position"] for c in row.chunks_used] == [1] and row.gold_recall == 1.0
     (lc_row,) = run_eval([hotpot_like()], {"lc": make_method("lc", strong=llm)}, tmp_path / "lc", config={},
                          progress=False).rows
-    assert "gold_rank" not in lc_row  # long context ranks nothing
+    assert lc_row.gold_recall is None and "gold_rank" not in lc_row.to_json()  # long context ranks nothing
 
 
 def test_with_several_workers_a_finished_row_is_written_while_a_slow_one_runs(tmp_path):

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from ragfunnel.errors import ConfigError, ModelError
-from ragfunnel.eval.runner import ROWS_FILE
+from ragfunnel.journal import ROWS_FILE
 from ragfunnel.scaling.grid import (
     Config,
     GridRow,

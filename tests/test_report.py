@@ -4,7 +4,8 @@ import pytest
 
 from ragfunnel.errors import ConfigError, InputError, ModelError
 from ragfunnel.eval.report import budget_curves, summarise_run, write_report
-from ragfunnel.eval.runner import ROWS_FILE, run_eval
+from ragfunnel.eval.runner import run_eval
+from ragfunnel.journal import ROWS_FILE
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
 from ragfunnel.types import Document, Example

@@ -106,7 +106,7 @@ def test_fit_without_base_configurations_names_them(tmp_path):
 
 def test_fit_on_a_directory_that_is_no_grid_run(tmp_path):
     result = CliRunner().invoke(scale, ["fit", str(tmp_path)])
-    assert result.exit_code == 1 and "is not a grid run directory" in result.output
+    assert result.exit_code == 1 and "is not a run directory" in result.output
 
 
 class WordsMethod:

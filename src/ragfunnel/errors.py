@@ -29,3 +29,13 @@ class MissingExtra(BackendUnavailable):
             f"the optional dependency '{module}' is not installed; "
             f"install it with: pip install 'ragfunnel[{extra}]'"
         )
+
+
+class RunBusy(ConfigError):
+    """Another process is writing the same run (its lock is held)."""
+
+
+class Interrupted(RagfunnelError):
+    """A long run was stopped by Ctrl-C or SIGTERM; its message says how many rows are saved."""
+
+    exit_code = 130

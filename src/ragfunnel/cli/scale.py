@@ -13,6 +13,7 @@ import click
 from ragfunnel.cli.common import Command, Group
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
+from ragfunnel.journal import out_file
 from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
 from ragfunnel.scaling.allocation import (
     Informativeness,
@@ -251,7 +252,8 @@ def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
 @click.option("--index", "index_dir", required=True, type=click.Path(path_type=Path),
               help="Corpus index to retrieve each demonstration's documents from.")
 @click.option("--out", "out", required=True, type=click.Path(path_type=Path),
-              help="Demonstrations file (JSON Lines) to write; iterdrag appends as it goes and resumes.")
+              help="Demonstrations file (JSON Lines): each is added as it is made, for questions not tried "
+                   "before; re-running resumes, and nothing in the file is ever dropped.")
 @click.option("--strategy", type=click.Choice(["drag", "iterdrag"]), default="drag", show_default=True,
               help="drag: question, answer and retrieved documents; iterdrag: self-ask chains the model writes, "
                    "kept only when the final answer holds a reference answer.")
@@ -265,20 +267,27 @@ def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: i
     """Write demonstrations for `ragfunnel scale grid` and `ragfunnel ask --method drag|iterdrag`."""
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
-    from ragfunnel.scaling.demonstrations import (
-        generate_iterdrag_demonstrations,
-        make_drag_demonstrations,
-        save_demonstrations,
-    )
+    from ragfunnel.scaling.demonstrations import drag_attempt, extend_demonstrations, generate_iterdrag_demonstrations
 
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit must be at least 1, got {limit}; leave it out to use every question")
+    _positive(documents=documents, iterations=iterations)
+    out = out_file(out)
     examples = load_dataset(dataset, limit=limit).examples
     index = CorpusIndex(index_dir)
     if strategy == "drag":
-        made = make_drag_demonstrations(examples, index, documents)
-        save_demonstrations(made, out)
+        made = extend_demonstrations(examples, out, drag_attempt(index, documents), desc="DRAG demonstrations")
     else:
         made = generate_iterdrag_demonstrations(examples, index, model, documents, iterations, out=out)
-    click.echo(f"{out}: {len(made)} {strategy} demonstrations from {len(examples)} questions")
+    click.echo(f"{out}: {len(made)} {strategy} demonstrations (tried {len(examples)} questions; "
+               f"the log of every question tried is {out.name}.log.jsonl)")
+
+
+def _positive(**counts: int | None) -> None:
+    """Refuse a count below 1, naming its option."""
+    for name, value in counts.items():
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
 
 
 @scale.command(short_help="Write the optimal-performance table and quality-vs-context plot of a grid run.")
@@ -289,9 +298,9 @@ def summary(run_dir: Path, budgets: str | None, metric: str) -> None:
     """Write the optimal-performance table (optimal.md: the best configuration per budget and strategy)
     and quality_vs_context.png into RUN_DIR, a directory written by `ragfunnel scale grid`."""
     run = load_grid(run_dir)
-    if budgets is None and not run.meta.get("budgets"):
+    if budgets is None and not run.config.get("budgets"):
         raise ConfigError(f"{run_dir} records no budgets; pass --budgets like 2k,4k,16k")
-    _write_summary(run_dir, parse_budgets(budgets) if budgets else run.meta["budgets"], metric)
+    _write_summary(run_dir, parse_budgets(budgets) if budgets else run.config["budgets"], metric)
 
 
 @scale.command("fit")

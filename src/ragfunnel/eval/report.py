@@ -13,14 +13,13 @@ row failed are left out of the plots.
 from __future__ import annotations
 
 import html
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
-from ragfunnel.eval.runner import CONFIG_FILE, ROWS_FILE, read_rows
-from ragfunnel.methods import options_of
+from ragfunnel.eval.runner import load_eval
+from ragfunnel.methods import METHODS, options_of
 
 # The headline metric per task family, in order of preference.
 HEADLINE = ("f1", "rouge_l", "accuracy")
@@ -75,38 +74,36 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def summarise_run(run_dir: Path) -> list[MethodSummary]:
-    config_path = run_dir / CONFIG_FILE
-    if not config_path.exists():
-        raise InputError(f"{run_dir} is not a run directory (no {CONFIG_FILE}); pass the --out of `ragfunnel eval`")
-    config = json.loads(config_path.read_text())
-    rows = read_rows(run_dir / ROWS_FILE, repair=False)
-    dataset = Path(config.get("dataset", run_dir.name)).stem
+    run = load_eval(run_dir)  # read only: a report over a live run must not touch its files
+    config, rows = run.config, run.rows
+    dataset = Path(str(config.get("dataset", run_dir.name))).stem
     if config.get("context_words"):
         dataset += f" @{config['context_words']}w"  # long contexts built from a corpus
+    options = config.get("options") if isinstance(config.get("options"), dict) else {}
     out = []
-    for method in dict.fromkeys(r["method"] for r in rows):
+    for method in dict.fromkeys(r.method for r in rows):
         # Only methods that read a budgeted context belong on the budget curve.
-        budget = config.get("options", {}).get("budget") if "budget" in options_of(method) else None
-        mine = [r for r in rows if r["method"] == method]
-        ok = [r for r in mine if "error" not in r]
-        secs = [r["trace"]["seconds"] for r in ok]
-        names = sorted({k for r in ok for k in r["metrics"]})
+        budget = options.get("budget") if method in METHODS and "budget" in options_of(method) else None
+        mine = [r for r in rows if r.method == method]
+        ok = [r for r in mine if r.error is None]
+        secs = [r.seconds for r in ok]
+        names = sorted({k for r in ok for k in r.metrics})
         stages: dict[str, list[float]] = {}
         for r in ok:
-            for s in r["trace"]["stages"]:
+            for s in r.trace["stages"]:
                 stages.setdefault(s["name"], []).append(s["seconds"])
         out.append(MethodSummary(
             dataset=dataset, method=method, budget=budget, n=len(mine), failures=len(mine) - len(ok),
-            metrics={k: statistics.fmean(r["metrics"][k] for r in ok) for k in names},
+            metrics={k: statistics.fmean(r.metrics.get(k, 0.0) for r in ok) for k in names},
             seconds_mean=statistics.fmean(secs) if secs else 0.0,
             seconds_p50=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
             stage_seconds={k: (statistics.fmean(v), _quantile(v, 0.5), _quantile(v, 0.9)) for k, v in stages.items()},
-            input_tokens=statistics.fmean(r["trace"]["input_tokens"] for r in ok) if ok else 0.0,
-            answer_ranks=[r.get("answer_rank") for r in ok if r.get("n_chunks")],
-            gold_ranks=[r["gold_rank"] for r in ok if "gold_rank" in r],
-            gold_recall=statistics.fmean(gold) if (gold := [r["gold_recall"] for r in ok if "gold_recall" in r])
+            input_tokens=statistics.fmean(r.trace["input_tokens"] for r in ok) if ok else 0.0,
+            answer_ranks=[r.answer_rank for r in ok if r.n_chunks],
+            gold_ranks=[r.gold_rank for r in ok if r.gold_recall is not None],
+            gold_recall=statistics.fmean(gold) if (gold := [r.gold_recall for r in ok if r.gold_recall is not None])
             else None,
-            example_metrics={r["example_id"]: r["metrics"] for r in ok},
+            example_metrics={r.example_id: r.metrics for r in ok},
         ))
     return out
 

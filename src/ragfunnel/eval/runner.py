@@ -1,25 +1,22 @@
 """Resumable evaluation runs: one JSONL row per (example, method), written as soon as it is done.
 
-A run directory holds ``config.json`` (what the run is) and ``rows.jsonl``. Re-running the same
-configuration skips the pairs already written; a different configuration is refused. A process
-killed mid-write leaves at most one partial last line, which the next run cuts off before it
-appends, so a resume never stops on a broken line and never duplicates a row.
+A run directory (see :mod:`ragfunnel.journal`) holds ``config.json`` (what the run is),
+``rows.jsonl`` (finished pairs) and ``failed.jsonl`` (pairs whose method raised). Re-running the
+same configuration skips the finished pairs and retries the failed ones; a different configuration
+is refused; a second process writing the same directory is refused.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
-from ragfunnel.errors import ConfigError, RagfunnelError
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.metrics import (
     answer_rank,
     best_over_references,
@@ -31,13 +28,12 @@ from ragfunnel.eval.metrics import (
     rouge_l,
     token_f1,
 )
+from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
 from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Example, Prediction
 
 log = logging.getLogger(__name__)
-
-CONFIG_FILE, ROWS_FILE = "config.json", "rows.jsonl"
 
 
 def score(example: Example, answer: str) -> dict[str, float]:
@@ -54,74 +50,97 @@ def score(example: Example, answer: str) -> dict[str, float]:
     }
 
 
-def read_rows(path: Path, *, repair: bool = True) -> list[dict]:
-    """Complete rows of ``rows.jsonl``; a torn last line (killed mid-write) is cut off the file.
+@dataclass(frozen=True)
+class EvalRow:
+    """One (example, method) result as stored in a run directory; ``error`` set when the method failed."""
 
-    ``repair=False`` only reads: a report over a run still being written must not cut the row in flight.
-    """
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1  # everything after the last newline is a partial write
-    if keep < len(data) and repair:
-        log.warning("%s ends in a partial row (the run was killed mid-write); dropping it", path)
-        with path.open("r+b") as f:
-            f.truncate(keep)
-    rows = []
-    for number, line in enumerate(data[:keep].splitlines(), start=1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise ConfigError(f"{path}:{number} is not a JSON row; the run directory is damaged — "
-                              "start fresh with a new --out") from None
-    return rows
+    example_id: str
+    method: str
+    metrics: dict[str, float]
+    answer: str = ""
+    references: list[str] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)  # Trace.to_dict(): seconds, input_tokens, stages
+    chunks_used: list[dict[str, Any]] = field(default_factory=list)  # {"position", "score"}
+    samples: list[str] = field(default_factory=list)
+    # Where the method's scores put the best chunk holding a reference answer (short-answer tasks).
+    answer_rank: int | None = None
+    n_chunks: int = 0
+    ranking: list[int] = field(default_factory=list)
+    # Rank of the first chunk overlapping a supporting passage and the share of them the final context
+    # touched; both None when the example's supporting passages are not known.
+    gold_rank: int | None = None
+    gold_recall: float | None = None
+    error: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.example_id, self.method)
+
+    @property
+    def seconds(self) -> float:
+        return float(self.trace.get("seconds", 0.0))
+
+    def to_json(self) -> dict[str, Any]:
+        if self.error is not None:
+            return {"example_id": self.example_id, "method": self.method, "error": self.error, "metrics": {}}
+        row = {k: v for k, v in asdict(self).items() if k not in ("error", "gold_rank", "gold_recall")}
+        if self.gold_recall is not None:
+            row |= {"gold_rank": self.gold_rank, "gold_recall": self.gold_recall}
+        return row
+
+    @classmethod
+    def from_json(cls, row: dict[str, Any]) -> EvalRow:
+        """The row ``to_json`` wrote; a row of another shape is an InputError naming the field."""
+        _expect(row, "example_id", str)
+        _expect(row, "method", str)
+        if row.get("error") is not None:
+            return cls(row["example_id"], row["method"], {}, error=str(row["error"]))
+        metrics = _expect(row, "metrics", dict)
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in metrics.values()):
+            raise InputError("'metrics' must map names to numbers")
+        trace = _expect(row, "trace", dict)
+        _expect(trace, "seconds", int | float, where="trace")
+        _expect(trace, "input_tokens", int, where="trace")
+        for stage in _expect(trace, "stages", list, where="trace"):
+            if not isinstance(stage, dict):
+                raise InputError("'trace.stages' must hold objects")
+            _expect(stage, "name", str, where="trace stage")
+            _expect(stage, "seconds", int | float, where="trace stage")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in known})
 
 
-def check_config(run_dir: Path, config: dict[str, Any]) -> None:
-    """Record ``config`` in a new run directory, or refuse one that holds a different run."""
-    path = run_dir / CONFIG_FILE
-    if path.exists():
-        old = json.loads(path.read_text())
-        if old != config:
-            differ = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
-            raise ConfigError(
-                f"{run_dir} holds a run with a different configuration (differs in: {', '.join(differ)}); "
-                "pass a new --out directory to start fresh, or repeat the original options to resume"
-            )
-    else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")  # a kill mid-write must not leave a half-written config behind
-        partial.write_text(json.dumps(config, indent=2, sort_keys=True))
-        os.replace(partial, path)
+def _expect(row: dict[str, Any], name: str, kind: Any, *, where: str = "row") -> Any:
+    if name not in row:
+        raise InputError(f"the {where} has no {name!r}; it is not a row of `ragfunnel eval`")
+    if not isinstance(row[name], kind) or isinstance(row[name], bool):
+        raise InputError(f"{where} field {name!r} is a {type(row[name]).__name__}, not the expected type")
+    return row[name]
 
 
-def append_row(out: IO[str], row: dict[str, Any]) -> None:
-    """Append one JSONL row durably: a kill can tear only the line in flight, never an earlier one."""
-    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    out.flush()
-    os.fsync(out.fileno())
-
-
-def _row(example: Example, method: str, run: Callable[[], Prediction]) -> dict[str, Any]:
+def _row(example: Example, method: str, run: Callable[[], Prediction]) -> EvalRow:
     try:
         p = run()
-    except RagfunnelError as e:  # counted as a failure in the report, never silently dropped
-        return {"example_id": example.id, "method": method, "error": str(e), "metrics": {}}
-    return {
-        "example_id": example.id,
-        "method": method,
-        "answer": p.answer,
-        "references": example.answers,
-        "metrics": score(example, p.answer),
-        "trace": p.to_dict()["trace"],
-        "chunks_used": [{"position": sc.chunk.position, "score": sc.score} for sc in p.chunks_used],
-        "samples": [s.text for s in p.samples],
-        # Where the method's scores put the best chunk holding a reference answer (short-answer tasks).
-        "answer_rank": _answer_rank(example, p),
-        "n_chunks": len(p.ranking),
-        "ranking": [sc.chunk.position for sc in p.ranking],
-        **_gold(example, p),
-    }
+    except BackendUnavailable:  # not this pair's fault: the run stops, and the pair runs again on resume
+        raise
+    except RagfunnelError as e:  # kept apart as a failure and retried on resume, never silently dropped
+        return EvalRow(example.id, method, {}, error=str(e))
+    gold = _gold(example, p)
+    return EvalRow(
+        example_id=example.id,
+        method=method,
+        metrics=score(example, p.answer),
+        answer=p.answer,
+        references=list(example.answers),
+        trace=p.to_dict()["trace"],
+        chunks_used=[{"position": sc.chunk.position, "score": sc.score} for sc in p.chunks_used],
+        samples=[s.text for s in p.samples],
+        answer_rank=_answer_rank(example, p),
+        n_chunks=len(p.ranking),
+        ranking=[sc.chunk.position for sc in p.ranking],
+        gold_rank=gold.get("gold_rank"),
+        gold_recall=gold.get("gold_recall"),
+    )
 
 
 def _answer_rank(example: Example, p: Prediction) -> int | None:
@@ -169,8 +188,13 @@ def _gold(example: Example, p: Prediction) -> dict[str, Any]:
 
 @dataclass
 class RunResult:
-    rows: list[dict]
+    rows: list[EvalRow]  # every pair once: its finished row, else its latest failure
     written: int  # rows added by this call (the rest were already in the directory)
+
+
+def load_eval(run_dir: str | Path) -> RunState[EvalRow]:
+    """A run directory of ``ragfunnel eval`` as it stands, read without modifying it."""
+    return load_run(Path(run_dir), EvalRow.from_json, command="ragfunnel eval")
 
 
 def run_eval(
@@ -180,41 +204,31 @@ def run_eval(
     *,
     config: dict[str, Any],
     workers: int = 1,
+    retry_failed: bool = True,
     progress: bool = True,
 ) -> RunResult:
-    """Run every method on every example, appending a row per pair to ``run_dir/rows.jsonl``.
+    """Run every method on every example, storing a row per pair in ``run_dir`` as soon as it is done.
 
     ``methods`` maps a name to an object with ``run(question, context, choices=...)``.
-    ``config`` identifies the run; resuming needs the same one. ``workers`` > 1 runs pairs
-    concurrently (useful with server backends; in-process models serialise anyway). With one
-    worker, every pair starts with cold prompt caches (see :func:`reset_loaded`).
+    ``config`` identifies the run; resuming needs the same one. Pairs that failed before run again
+    unless ``retry_failed`` is False. ``workers`` > 1 runs pairs concurrently (useful with server
+    backends; in-process models serialise anyway). With one worker, every pair starts with cold
+    prompt caches (see :func:`reset_loaded`). A backend that cannot be reached stops the run
+    (:class:`BackendUnavailable`) and Ctrl-C stops it (:class:`Interrupted`); finished rows stay.
     """
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
-    run_dir = Path(run_dir)
-    check_config(run_dir, config)
-    rows_path = run_dir / ROWS_FILE
-    rows = read_rows(rows_path)
-    done = {(r["example_id"], r["method"]) for r in rows}
-    todo = [(e, name) for e in examples for name in methods if (e.id, name) not in done]
-    if done:
-        log.info("resuming %s: %d rows done, %d to go", run_dir, len(done), len(todo))
+    examples = list(examples)
+    with RunDir(run_dir, config, EvalRow.from_json, command="ragfunnel eval") as run:
+        todo = run.todo([((e.id, name), (e, name)) for e in examples for name in methods], retry_failed=retry_failed)
 
-    def job(pair: tuple[Example, str]) -> dict[str, Any]:
-        example, name = pair
-        if workers == 1:  # cold start per pair, so latencies do not depend on the order methods ran in
-            reset_loaded()
-        return _row(example, name, lambda: methods[name].run(example.question, example.context or "",
-                                                              choices=example.choices))
+        def job(pair: tuple[Example, str]) -> EvalRow:
+            example, name = pair
+            if workers == 1:  # cold start per pair, so latencies do not depend on the order methods ran in
+                reset_loaded()
+            return _row(example, name, lambda: methods[name].run(example.question, example.context or "",
+                                                                  choices=example.choices))
 
-    written = 0
-    with rows_path.open("a", encoding="utf-8") as out, ThreadPoolExecutor(max_workers=workers) as pool, \
-            tqdm(total=len(todo), desc=f"eval {run_dir.name}", unit="row", disable=not progress) as bar:
-        # Rows go out as they finish, so with several workers a slow pair holds back no finished one.
-        for done_pair in as_completed([pool.submit(job, pair) for pair in todo]):
-            row = done_pair.result()
-            append_row(out, row)
-            rows.append(row)
-            written += 1
-            bar.update()
-    return RunResult(rows=rows, written=written)
+        with tqdm(total=len(todo), desc=f"eval {run.path.name}", unit="row", disable=not progress) as bar:
+            drain(todo, job, run.record, workers=workers, on_row=lambda row: bar.update())
+        return RunResult(rows=run.state.rows, written=len(todo))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,8 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, Interrupted
 from ragfunnel.eval.metrics import best_over_references, contains_answer
+from ragfunnel.journal import Appender, claim_config, cut_torn_line, exclusive, out_file, read_jsonl
 from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.types import Document, Example
 
@@ -139,32 +139,40 @@ def label_question(retriever: FunnelRetriever, example: Example, *, alpha: float
 def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: str | Path, *,
                    alpha: float = DEFAULT_ALPHA, top_k: int = DEFAULT_TOP_POSITIVES,
                    easy_negatives: int = DEFAULT_EASY_NEGATIVES, progress: bool = True) -> list[Labelled]:
-    """Label every example, appending each to ``path`` as it is done; examples already there are kept."""
+    """Label every example, appending each to ``path`` as it is done; examples already there are kept.
+
+    One process at a time labels into a file (``PATH.lock``); labels made with other settings
+    (``PATH.config.json``) are refused; Ctrl-C keeps every finished label and raises Interrupted.
+    """
     from tqdm.auto import tqdm
 
-    from ragfunnel.eval.runner import read_rows
-
-    path = Path(path)
+    path = out_file(Path(path))
     settings = {"alpha": alpha, "top_positives": top_k, "easy_negatives": easy_negatives,
                 "top_documents": retriever.top_documents,
                 "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__}
-    settings_path = path.with_suffix(".config.json")
-    if path.exists() and settings_path.exists() and json.loads(settings_path.read_text()) != settings:
-        raise ConfigError(f"{path} holds labels made with other settings ({settings_path.read_text().strip()}); "
-                          "repeat those options or choose another --out")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    settings_path.write_text(json.dumps(settings))
-    done = {r["example_id"]: Labelled(**r) for r in read_rows(path)}
-    todo = [e for e in examples if e.id not in done]
-    if done:
-        log.info("%s: %d questions labelled, %d to go", path, len(done), len(todo))
-    with path.open("a", encoding="utf-8") as out:
-        for example in tqdm(todo, desc="label documents", unit="question", disable=None if progress else True):
-            labelled = label_question(retriever, example, alpha=alpha, top_k=top_k, easy_negatives=easy_negatives)
-            out.write(json.dumps(asdict(labelled), ensure_ascii=False) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-            done[example.id] = labelled
+    with exclusive(path.with_name(path.name + ".lock"), path):
+        claim_config(path.with_suffix(".config.json"), settings, what=path)
+        cut_torn_line(path)
+        done = {}
+        for number, row in read_jsonl(path, what="label"):
+            try:
+                done[row["example_id"]] = Labelled(**row)
+            except (KeyError, TypeError):
+                raise InputError(f"{path}:{number} is not a label row of `ragfunnel funnel distill`; move the file "
+                                 "aside to label afresh") from None
+        todo = [e for e in examples if e.id not in done]
+        if done:
+            log.info("%s: %d questions labelled, %d to go", path, len(done), len(todo))
+        out = Appender(path)
+        try:
+            for example in tqdm(todo, desc="label documents", unit="question", disable=None if progress else True):
+                labelled = label_question(retriever, example, alpha=alpha, top_k=top_k, easy_negatives=easy_negatives)
+                out.append(asdict(labelled))
+                done[example.id] = labelled
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: {len(done)} questions labelled in {path}; re-run to resume") from None
+        finally:
+            out.close()
     return [done[e.id] for e in examples if e.id in done]
 
 

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, Interrupted
 from ragfunnel.eval.metrics import contains_answer
+from ragfunnel.journal import Appender, cut_torn_line, exclusive, out_file, read_jsonl
 from ragfunnel.prompts.self_ask import FollowUp, Shot, display_order
 from ragfunnel.types import Document, Example
 
@@ -159,19 +160,13 @@ def load_demonstrations(path: str | Path) -> list[Demonstration]:
     """Read a demonstrations file; a malformed line is reported as ``FILE:LINE: what is wrong``."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"demonstrations file {path} does not exist; make one with make_drag_demonstrations "
-                         "or generate_iterdrag_demonstrations")
+        raise InputError(f"demonstrations file {path} does not exist; make one with `ragfunnel scale demos`")
     demos = []
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                demos.append(_parse(json.loads(line)))
-            except json.JSONDecodeError:
-                raise InputError(f"{path}:{number}: not a JSON object; each line must be one demonstration") from None
-            except (_BadRow, InputError) as e:
-                raise InputError(f"{path}:{number}: {e}") from None
+    for number, row in read_jsonl(path, what="demonstration"):
+        try:
+            demos.append(_parse(row))
+        except (_BadRow, InputError) as e:
+            raise InputError(f"{path}:{number}: {e}") from None
     if not demos:
         raise InputError(f"{path} holds no demonstrations; add at least one line")
     return demos
@@ -223,40 +218,72 @@ def generate_iterdrag_demonstrations(
     almost nothing. The kept demonstration's answer line is the reference it contained, so the
     examples teach short answers.
 
-    With ``out`` every kept demonstration is appended to that file as it is found, and every
-    example tried is logged in ``OUT.log.jsonl`` (id, kept, why); a second call with the same
-    ``out`` skips the examples already tried and returns the whole file.
+    With ``out`` the demonstrations are added to that file as they are found (see
+    :func:`extend_demonstrations`); a second call with the same ``out`` goes on where it stopped.
     """
     # Imported here: the IterDRAG method itself loads demonstrations from this module.
     from ragfunnel.methods.iterdrag import IterDRAG
 
     method = IterDRAG(index=index, llm=llm, documents=k, shots=0, iterations=iterations)
-    out = Path(out) if out is not None else None
-    log_path = out.with_name(out.name + ".log.jsonl") if out else None
-    kept: list[Demonstration] = []
-    tried: set[str] = set()
-    if out and log_path:
-        _cut_torn_line(out)
-        _cut_torn_line(log_path)
-        if out.exists() and out.stat().st_size:
-            kept = load_demonstrations(out)
-        if log_path.exists():
-            tried = {json.loads(line)["id"] for line in log_path.read_text(encoding="utf-8").splitlines()}
-        tried |= {d.id for d in kept}  # a kill between the two appends logs nothing, yet the demo is kept
-    todo = [e for e in examples if e.id not in tried]
-    if tried:
-        log.info("resuming %s: %d examples tried, %d to go", out, len(tried), len(todo))
-    with tqdm(todo, desc="self-ask demonstrations", unit="question", disable=None if progress else True) as bar:
-        for example in bar:
-            demo, why = _attempt(method, example)
-            if demo is not None:
-                kept.append(demo)
-                if out:
-                    _append(out, demonstration_json(demo))
-            if log_path:
-                _append(log_path, {"id": example.id, "kept": demo is not None, "why": why})
-            bar.set_postfix(kept=len(kept))
+    attempt = partial(_attempt, method)
+    if out is not None:
+        return extend_demonstrations(examples, out, attempt, desc="self-ask demonstrations", progress=progress)
+    kept = []
+    for example in tqdm(examples, desc="self-ask demonstrations", unit="question", disable=None if progress else True):
+        demo, _ = attempt(example)
+        if demo is not None:
+            kept.append(demo)
     return kept
+
+
+def extend_demonstrations(examples: Sequence[Example], out: str | Path,
+                          attempt: Callable[[Example], tuple[Demonstration | None, str]], *,
+                          desc: str = "demonstrations", progress: bool = True) -> list[Demonstration]:
+    """Try ``attempt`` on each example not tried before, appending what it keeps to ``out``; returns the
+    whole file. Nothing in ``out`` is ever rewritten or dropped.
+
+    Every example tried is logged in ``OUT.log.jsonl`` (id, kept, why), so a second call skips the
+    examples already tried; one process at a time may extend a file (``OUT.lock``). Ctrl-C keeps
+    everything found so far and raises :class:`Interrupted`.
+    """
+    out = out_file(Path(out))
+    log_path = out.with_name(out.name + ".log.jsonl")
+    with exclusive(out.with_name(out.name + ".lock"), out):
+        cut_torn_line(out)
+        cut_torn_line(log_path)
+        kept = load_demonstrations(out) if out.exists() and out.stat().st_size else []
+        # A kill between the two appends logs nothing, yet the demonstration is kept.
+        tried = {str(row.get("id")) for _, row in read_jsonl(log_path)} | {d.id for d in kept}
+        todo = [e for e in examples if e.id not in tried]
+        if tried:
+            log.info("resuming %s: %d examples tried, %d to go", out, len(tried), len(todo))
+        demos, attempts = Appender(out), Appender(log_path)
+        try:
+            with tqdm(todo, desc=desc, unit="question", disable=None if progress else True) as bar:
+                for example in bar:
+                    demo, why = attempt(example)
+                    if demo is not None:
+                        demos.append(demonstration_json(demo))
+                        kept.append(demo)
+                    attempts.append({"id": example.id, "kept": demo is not None, "why": why})
+                    bar.set_postfix(kept=len(kept))
+        except KeyboardInterrupt:
+            raise Interrupted(f"interrupted: {len(kept)} demonstrations saved in {out}; re-run to resume") from None
+        finally:
+            demos.close()
+            attempts.close()
+    return kept
+
+
+def drag_attempt(index: CorpusIndex, k: int) -> Callable[[Example], tuple[Demonstration | None, str]]:
+    """:func:`extend_demonstrations`'s attempt for DRAG: every example with an answer is kept."""
+    def attempt(example: Example) -> tuple[Demonstration | None, str]:
+        if not any(a.strip() for a in example.answers):
+            return None, "no reference answer"
+        (demo,) = make_drag_demonstrations([example], index, k)
+        return demo, "kept"
+
+    return attempt
 
 
 def _attempt(method: IterDRAG, example: Example) -> tuple[Demonstration | None, str]:
@@ -274,23 +301,3 @@ def _attempt(method: IterDRAG, example: Example) -> tuple[Demonstration | None, 
     if not right:
         return None, f"wrong final answer {chain.answer!r}"
     return Demonstration(example.question, right[0], chain.documents, chain.steps, id=example.id), "kept"
-
-
-def _append(path: Path, row: dict[str, Any]) -> None:
-    """Append one JSONL row durably: a kill can tear only the line in flight."""
-    with path.open("a", encoding="utf-8") as f:
-        f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _cut_torn_line(path: Path) -> None:
-    """Drop a partial last line (a run killed mid-write), so appending resumes on a line boundary."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        log.warning("%s ends in a partial line (a run was killed mid-write); dropping it", path)
-        with path.open("r+b") as f:
-            f.truncate(keep)

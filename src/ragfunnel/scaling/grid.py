@@ -5,9 +5,9 @@ A configuration names a strategy and its knobs: ``documents`` k retrieved per qu
 the one-call strategies). Zero-shot QA, RAG and DRAG are one method (DRAG) at different θ, so
 each θ has exactly one name: ``zero-shot`` is k=0, m=0; ``rag`` is k≥1, m=0; ``drag`` is m≥1.
 
-A grid run directory is laid out like an ``ragfunnel eval`` one (``config.json`` + ``rows.jsonl``)
-with the same guarantees: one row per (example, configuration) appended and fsync'd as soon as
-it is done, a torn last line cut off on resume, a different run configuration refused.
+A grid run directory is an ``ragfunnel eval`` one (:mod:`ragfunnel.journal`) with the same
+guarantees: one row per (example, configuration) stored as soon as it is done, failed pairs kept
+apart and retried on resume, one writer at a time, a different run configuration refused.
 
 Budgets are compared with the *mean* effective context length of a configuration (LLM input
 tokens summed over all calls of one answer). The paper's Eq. 1 bounds every example; the mean
@@ -17,21 +17,21 @@ because of one long question.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
-from ragfunnel.errors import ConfigError, InputError, RagfunnelError
-from ragfunnel.eval.runner import CONFIG_FILE, ROWS_FILE, append_row, check_config, read_rows, score
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
+from ragfunnel.eval.runner import score
+from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
 from ragfunnel.types import Example, Prediction
 
@@ -181,7 +181,7 @@ class Answerer(Protocol):
 
 @dataclass(frozen=True)
 class GridRow:
-    """One (example, configuration) result as stored in ``rows.jsonl``; ``error`` set on failure."""
+    """One (example, configuration) result as stored in a grid run directory; ``error`` set on failure."""
 
     example_id: str
     config: Config
@@ -190,58 +190,71 @@ class GridRow:
     max_call_tokens: int
     seconds: float
     error: str | None = None
+    answer: str = ""
+    references: list[str] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, Config]:
+        return (self.example_id, self.config)
+
+    def to_json(self) -> dict[str, Any]:
+        knobs = {"example_id": self.example_id, "strategy": self.config.strategy, "documents": self.config.documents,
+                 "shots": self.config.shots, "iterations": self.config.iterations}
+        if self.error is not None:
+            return {**knobs, "error": self.error, "metrics": {}, "seconds": self.seconds}
+        return {**knobs, "answer": self.answer, "references": self.references, "metrics": self.metrics,
+                "effective_tokens": self.effective_tokens, "max_call_tokens": self.max_call_tokens,
+                "seconds": self.seconds, "trace": self.trace}
 
     @classmethod
     def from_json(cls, row: dict[str, Any]) -> GridRow:
         try:
-            return cls(row["example_id"], Config(row["strategy"], row["documents"], row["shots"], row["iterations"]),
-                       row["metrics"], row.get("effective_tokens", 0), row.get("max_call_tokens", 0),
-                       row["seconds"], row.get("error"))
+            config = Config(row["strategy"], row["documents"], row["shots"], row["iterations"])
+            values = (row["example_id"], row["metrics"], row.get("effective_tokens", 0), row.get("max_call_tokens", 0),
+                      row["seconds"])
         except KeyError as e:
-            raise InputError(f"row {row.get('example_id', '?')!r} has no {e.args[0]!r}: it is not a grid row; "
+            raise InputError(f"the row has no {e.args[0]!r}: it is not a grid row; "
                              "pass a run directory written by `ragfunnel scale grid`") from None
+        except (ConfigError, TypeError) as e:
+            raise InputError(f"the row's configuration is not valid ({e})") from None
+        kinds = (str, dict, int, int, int | float)
+        if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(values, kinds, strict=True)) or \
+                not all(isinstance(m, int | float) for m in values[1].values()):
+            raise InputError("a field has the wrong type (example_id text, metrics numbers, tokens and seconds "
+                             "numbers): it is not a grid row")
+        error = row.get("error")
+        return cls(values[0], config, *values[1:], error=None if error is None else str(error),
+                   answer=str(row.get("answer", "")), references=list(row.get("references") or []),
+                   trace=row.get("trace") or {})
 
 
-@dataclass(frozen=True)
-class GridRun:
-    meta: dict[str, Any]  # the run's config.json: whatever identified it when it was started
-    rows: list[GridRow]
+def load_grid(run_dir: str | Path) -> RunState[GridRow]:
+    """A grid run directory as it stands, read without modifying it (safe beside a live run)."""
+    return load_run(Path(run_dir), GridRow.from_json, command="ragfunnel scale grid")
 
 
-def load_grid(run_dir: str | Path) -> GridRun:
-    run_dir = Path(run_dir)
-    meta_path = run_dir / CONFIG_FILE
-    if not meta_path.exists():
-        raise InputError(f"{run_dir} is not a grid run directory (no {CONFIG_FILE}); "
-                         "pass the --out of `ragfunnel scale grid`")
-    return GridRun(json.loads(meta_path.read_text()),
-                   [GridRow.from_json(r) for r in read_rows(run_dir / ROWS_FILE)])
-
-
-def _row(example: Example, config: Config, answer: Callable[[], Prediction]) -> dict[str, Any]:
-    knobs = {"example_id": example.id, "strategy": config.strategy, "documents": config.documents,
-             "shots": config.shots, "iterations": config.iterations}
+def _row(example: Example, config: Config, answer: Callable[[], Prediction]) -> GridRow:
     started = time.perf_counter()
     try:
         p = answer()
-    except RagfunnelError as e:  # counted as a failure in the summaries, never silently dropped
-        return {**knobs, "error": str(e), "metrics": {}, "seconds": round(time.perf_counter() - started, 3)}
-    return {
-        **knobs,
-        "answer": p.answer,
-        "references": example.answers,
-        "metrics": score(example, p.answer),
-        "effective_tokens": p.trace.input_tokens,
+    except BackendUnavailable:  # not this pair's fault: the run stops, and the pair runs again on resume
+        raise
+    except RagfunnelError as e:  # kept apart as a failure (scored 0 in the summaries) and retried on resume
+        return GridRow(example.id, config, {}, 0, 0, round(time.perf_counter() - started, 3), error=str(e))
+    return GridRow(
+        example.id, config, score(example, p.answer),
+        effective_tokens=p.trace.input_tokens,
         # Each stage is one LLM call for DRAG/IterDRAG, so the largest stage is the largest call.
-        "max_call_tokens": max((s.input_tokens for s in p.trace.stages), default=0),
-        "seconds": round(time.perf_counter() - started, 3),
-        "trace": p.to_dict()["trace"],
-    }
+        max_call_tokens=max((s.input_tokens for s in p.trace.stages), default=0),
+        seconds=round(time.perf_counter() - started, 3),
+        answer=p.answer, references=list(example.answers), trace=p.to_dict()["trace"],
+    )
 
 
 @dataclass(frozen=True)
 class GridResult:
-    rows: list[GridRow]
+    rows: list[GridRow]  # every pair once: its finished row, else its latest failure
     written: int  # rows added by this call (the rest were already in the directory)
 
 
@@ -254,27 +267,21 @@ def run_grid(
     config_meta: dict[str, Any],
     progress: bool = True,
     cold_caches: bool = True,
+    retry_failed: bool = True,
 ) -> GridResult:
-    """Answer every example under every configuration, appending a row per pair to ``run_dir/rows.jsonl``.
+    """Answer every example under every configuration, storing a row per pair in ``run_dir``.
 
     Configurations run one after another in the order given (put the cheap ones first), so a run
     stopped early leaves whole configurations behind. ``config_meta`` identifies the run (dataset,
-    index, model ...); resuming needs the same one. Every pair starts with cold prompt caches so
+    index, model ...); resuming needs the same one, and retries the pairs that failed unless
+    ``retry_failed`` is False. Every pair starts with cold prompt caches so
     its seconds do not depend on what ran before. With ``cold_caches=False`` the models keep their
     prompt caches between answers instead: prompts that share a prefix with the previous one (DRAG's
     demonstrations come first and are the same for every question) prefill only the rest (DRAG k=20
     m=2 on two cores: 73.5 s for the cold first answer, 27-46 s for the warm ones at 7-8k tokens).
     Effective context length counts every input token either way; seconds then depend on what ran before.
     """
-    run_dir = Path(run_dir)
     examples, configs = list(examples), list(dict.fromkeys(configs))
-    check_config(run_dir, config_meta)
-    rows_path = run_dir / ROWS_FILE
-    rows = [GridRow.from_json(r) for r in read_rows(rows_path)]
-    done = {(r.example_id, r.config) for r in rows}
-    todo = [(c, e) for c in configs for e in examples if (e.id, c) not in done]
-    if done:
-        log.info("resuming %s: %d rows done, %d to go", run_dir, len(done), len(todo))
     methods: dict[Config, Answerer] = {}
 
     def answer(config: Config, example: Example) -> Prediction:
@@ -282,20 +289,22 @@ def run_grid(
             methods[config] = make_method(config)
         return methods[config].run(example.question)
 
-    written = 0
-    with rows_path.open("a", encoding="utf-8") as out, \
-            tqdm(total=len(todo), desc=f"grid {run_dir.name}", unit="answer",
-                 disable=None if progress else True) as bar:
-        for config, example in todo:
-            if cold_caches:
-                reset_loaded()
-            row = _row(example, config, partial(answer, config, example))
-            append_row(out, row)
-            rows.append(GridRow.from_json(row))
-            written += 1
-            bar.set_postfix_str(config.label, refresh=False)
-            bar.update()
-    return GridResult(rows=rows, written=written)
+    def job(pair: tuple[Config, Example]) -> GridRow:
+        config, example = pair
+        if cold_caches:
+            reset_loaded()
+        return _row(example, config, partial(answer, config, example))
+
+    with RunDir(run_dir, config_meta, GridRow.from_json, command="ragfunnel scale grid") as run:
+        todo = run.todo([((e.id, c), (c, e)) for c in configs for e in examples], retry_failed=retry_failed)
+        with tqdm(total=len(todo), desc=f"grid {run.path.name}", unit="answer",
+                  disable=None if progress else True) as bar:
+            def advance(row: GridRow) -> None:
+                bar.set_postfix_str(row.config.label, refresh=False)
+                bar.update()
+
+            drain(todo, job, run.record, on_row=advance)
+        return GridResult(rows=run.state.rows, written=len(todo))
 
 
 @dataclass(frozen=True)

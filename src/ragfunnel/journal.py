@@ -1,0 +1,345 @@
+"""Crash-safe, single-writer JSONL journals: the one store behind every long run.
+
+``eval``, ``scale grid``, ``scale demos`` and ``funnel distill`` append one JSON row per finished
+unit of work and resume by skipping what is already there. The promises, kept here once:
+
+* **Nothing finished is lost.** A row is written and fsync'd as soon as it is done, so a kill can
+  tear only the line in flight; the next *writer* cuts that partial line off before appending.
+* **Nothing is written twice.** A writer holds an exclusive ``fcntl.flock`` on a lock file for as
+  long as it runs; a second writer fails at once with one line naming the holder's PID.
+* **Readers never write.** :func:`read_jsonl` ignores a torn last line without touching the file,
+  so ``report`` or ``scale fit`` over a live run cannot cut the row being written.
+* **Failures are kept apart.** A run directory keeps finished rows in ``rows.jsonl`` and failed
+  ones in ``failed.jsonl``; a resume retries the failed pairs (unless told not to) and a pair that
+  then succeeds is simply finished — ``rows.jsonl`` never holds two rows for one pair.
+* **Stopping is clean.** Ctrl-C or SIGTERM leaves every finished row in place and ends with
+  :class:`~ragfunnel.errors.Interrupted` ("N rows saved; re-run to resume"); a backend that goes
+  away ends the run with its error and the same count, writing no failure row for it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Generic, Protocol, TypeVar
+
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, Interrupted, RunBusy
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE, ROWS_FILE, FAILED_FILE, LOCK_FILE = "config.json", "rows.jsonl", "failed.jsonl", ".lock"
+
+
+def out_dir(path: Path, option: str = "--out") -> Path:
+    """A directory to write into, made with its parents; a file in the way is an error naming the option."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path} is a file, but a directory is needed here; pass a directory path")
+    _make_dirs(path, option)
+    return path
+
+
+def out_file(path: Path, option: str = "--out") -> Path:
+    """A file to write, its parent folders made; a directory in the way is an error naming the option."""
+    if path.is_dir():
+        raise ConfigError(f"{option} {path} is a directory, but a file is needed here; pass a file path "
+                          f"such as {path / 'out.jsonl'}")
+    _make_dirs(path.parent, option)
+    return path
+
+
+def _make_dirs(path: Path, option: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigError(f"{option} {path}: a part of this path is a file; pass a path under a directory") from None
+    except PermissionError:
+        raise ConfigError(f"{option} {path}: no permission to create it; pass a writable location") from None
+
+
+@contextmanager
+def exclusive(lock_path: Path, what: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_path`` (``what`` is the run it guards, for the message).
+
+    The holder's PID is written into the lock file so a refused writer can name it. The lock is the
+    kernel's (``flock``), so it dies with its process: a kill never leaves a stale lock behind.
+    """
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise RunBusy(f"{what} is being written by another ragfunnel process (PID {holder}); wait for it to "
+                          "finish or stop it, or pass a different --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def read_jsonl(path: Path, *, what: str = "row") -> list[tuple[int, dict[str, Any]]]:
+    """The complete rows of a JSONL file with their line numbers, read without modifying it.
+
+    A last line without its newline is used when it parses, else ignored: it is a write still in
+    flight or cut short by a kill. Any other line that is not a JSON object — a bad byte, text that
+    is not JSON, a list — is an :class:`InputError` naming the file and line.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory, not a JSONL file of {what}s") from None
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends in a newline
+    rows = [(number, _parse_line(path, number, line, what)) for number, line in enumerate(lines, start=1)
+            if line.strip()]
+    if tail.strip() and (row := _complete_row(tail)) is not None:
+        rows.append((len(lines) + 1, row))
+    return rows
+
+
+def _parse_line(path: Path, number: int, line: bytes, what: str) -> dict[str, Any]:
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{path}:{number} is not UTF-8 text; the file is damaged or not a JSONL file of "
+                         f"{what}s (save it as UTF-8)") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{number} is not a JSON {what} ({e.msg}); the file is damaged or not a "
+                         f"JSONL file of {what}s") from None
+    if not isinstance(row, dict):
+        raise InputError(f"{path}:{number} is a JSON {type(row).__name__}, not a {what} object")
+    return row
+
+
+def _complete_row(line: bytes) -> dict[str, Any] | None:
+    """The object on a last line that lacks its newline, or None when it is a torn write."""
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike: cut mid-write
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def read_config(path: Path) -> dict[str, Any] | None:
+    """A run's recorded configuration (None when there is none yet); a damaged one is an InputError."""
+    try:
+        value = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, json.JSONDecodeError, IsADirectoryError) as e:
+        raise InputError(f"{path} is damaged ({type(e).__name__}); it records what the run is: restore it, "
+                         "or start fresh with a new --out") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path} is a JSON {type(value).__name__}, not a run configuration; restore it, "
+                         "or start fresh with a new --out")
+    return value
+
+
+def claim_config(path: Path, config: dict[str, Any], *, what: Path) -> None:
+    """Record ``config`` for a new run, or refuse ``what`` when it holds a run with a different one."""
+    old = read_config(path)
+    if old is None:
+        partial = path.with_name(path.name + ".partial")  # a kill mid-write leaves no half-written config
+        partial.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(partial, path)
+        return
+    # Compared through JSON, so tuples and lists (and int and float keys) compare as they are stored.
+    if old != json.loads(json.dumps(config)):
+        differ = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
+        raise ConfigError(f"{what} holds a run with a different configuration (differs in: {', '.join(differ)}); "
+                          "pass a new --out to start fresh, or repeat the original options to resume")
+
+
+class Appender:
+    """Durable appends to one JSONL file, by the run's single writer (which holds its lock)."""
+
+    def __init__(self, path: Path):
+        cut_torn_line(path)
+        self.path = path
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+
+    def append(self, row: dict[str, Any]) -> None:
+        self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def cut_torn_line(path: Path) -> None:
+    """Make a file end on a line boundary before appending: a last line cut short by a kill is dropped,
+    a complete one that only lacks its newline (a file written by hand) gets it.
+
+    Only a writer holding the run's lock may call this: on a live run it would cut the row in flight.
+    """
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep == len(data):
+        return
+    if _complete_row(data[keep:]) is not None:
+        with path.open("ab") as f:
+            f.write(b"\n")
+        return
+    log.warning("%s ends in a partial line (a run was killed mid-write); dropping it", path)
+    with path.open("r+b") as f:
+        f.truncate(keep)
+
+
+class Row(Protocol):
+    """What a run directory stores: a typed row that knows its pair and whether it failed."""
+
+    error: str | None
+
+    @property
+    def key(self) -> Hashable: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+R = TypeVar("R", bound=Row)
+
+
+@dataclass
+class RunState(Generic[R]):
+    """A run directory as read: its configuration, finished rows and the pairs that failed last time."""
+
+    path: Path
+    config: dict[str, Any]
+    finished: dict[Hashable, R] = field(default_factory=dict)
+    failed: dict[Hashable, R] = field(default_factory=dict)  # latest failure of each pair not finished
+
+    @property
+    def rows(self) -> list[R]:
+        """Every pair once: its finished row, else its latest failure."""
+        return [*self.finished.values(), *self.failed.values()]
+
+
+def load_run(path: Path, parse: Callable[[dict[str, Any]], R], *, command: str) -> RunState[R]:
+    """Read a run directory without modifying it (safe beside a live writer)."""
+    config = read_config(path / CONFIG_FILE) if path.is_dir() else None
+    if config is None:
+        raise InputError(f"{path} is not a run directory (no {CONFIG_FILE}); pass the --out of `{command}`")
+    state: RunState[R] = RunState(path, config)
+    # Older runs kept failures in rows.jsonl; they count as failures either way.
+    for name in (ROWS_FILE, FAILED_FILE):
+        for number, raw in read_jsonl(path / name):
+            try:
+                row = parse(raw)
+            except InputError as e:
+                raise InputError(f"{path / name}:{number}: {e}") from None
+            if row.error is None:
+                state.finished[row.key] = row
+                state.failed.pop(row.key, None)
+            elif row.key not in state.finished:
+                state.failed[row.key] = row
+    return state
+
+
+class RunDir(Generic[R]):
+    """A run directory opened for writing by its one writer: ``with RunDir(...) as run: run.record(row)``.
+
+    Holds ``config.json`` (what the run is; a different one is refused), ``rows.jsonl`` (finished
+    rows) and ``failed.jsonl`` (failed ones). Leaving the block by Ctrl-C raises
+    :class:`Interrupted`, by a lost backend its :class:`BackendUnavailable` — each saying how many
+    rows are saved.
+    """
+
+    def __init__(self, path: str | Path, config: dict[str, Any], parse: Callable[[dict[str, Any]], R], *,
+                 command: str):
+        self.path = Path(path)
+        self._config, self._parse, self._command = config, parse, command
+        self._stack: list[Any] = []
+
+    def __enter__(self) -> RunDir[R]:
+        out_dir(self.path)
+        lock = exclusive(self.path / LOCK_FILE, self.path)
+        lock.__enter__()
+        self._stack.append(lock)
+        try:
+            claim_config(self.path / CONFIG_FILE, self._config, what=self.path)
+            for name in (ROWS_FILE, FAILED_FILE):
+                cut_torn_line(self.path / name)
+            self.state = load_run(self.path, self._parse, command=self._command)
+            self._rows, self._failures = Appender(self.path / ROWS_FILE), Appender(self.path / FAILED_FILE)
+        except BaseException:
+            lock.__exit__(None, None, None)
+            raise
+        return self
+
+    def todo(self, pairs: Iterable[tuple[Hashable, Any]], *, retry_failed: bool = True) -> list[Any]:
+        """The work items of ``(key, item)`` pairs not finished (nor failed, unless retried)."""
+        skip = set(self.state.finished) | (set() if retry_failed else set(self.state.failed))
+        todo = [item for key, item in pairs if key not in skip]
+        if self.state.finished or self.state.failed:
+            retried = sum(1 for key, _ in pairs if key in self.state.failed) if retry_failed else 0
+            log.info("resuming %s: %d rows done, %d failed before%s, %d to go", self.path,
+                     len(self.state.finished), len(self.state.failed), f" ({retried} retried)" if retried else "",
+                     len(todo))
+        return todo
+
+    def record(self, row: R) -> None:
+        """Store one row durably: finished rows and failures each in their own file."""
+        (self._rows if row.error is None else self._failures).append(row.to_json())
+        if row.error is None:
+            self.state.failed.pop(row.key, None)
+            self.state.finished[row.key] = row
+        else:
+            self.state.failed[row.key] = row
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
+        self._rows.close()
+        self._failures.close()
+        self._stack.pop().__exit__(None, None, None)
+        saved = f"{len(self.state.finished)} rows saved in {self.path}; re-run to resume"
+        if isinstance(error, KeyboardInterrupt):
+            raise Interrupted(f"interrupted: {saved}") from None
+        if isinstance(error, BackendUnavailable) and not isinstance(error, Interrupted):
+            raise type(error)(f"{error} ({saved} once it is back)") from None
+
+
+def drain(todo: Sequence[Any], work: Callable[[Any], R], record: Callable[[R], None], *,
+          workers: int = 1, on_row: Callable[[R], None] = lambda row: None) -> None:
+    """Run ``work`` on every item, recording each row as soon as it is done.
+
+    One worker runs in the calling thread, so Ctrl-C stops it at once. Several run in a pool; on
+    Ctrl-C or an error, work not yet started is cancelled and the running items are left behind
+    (their rows are not recorded), so the caller returns without waiting for them.
+    """
+    if workers == 1:
+        for item in todo:
+            row = work(item)
+            record(row)
+            on_row(row)
+        return
+    pool = ThreadPoolExecutor(max_workers=workers)
+    pending: set[Future] = {pool.submit(work, item) for item in todo}
+    try:
+        while pending:
+            finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            for future in finished:  # rows go out as they finish: a slow pair holds back no finished one
+                row = future.result()
+                record(row)
+                on_row(row)
+    finally:
+        pool.shutdown(wait=not pending, cancel_futures=True)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file, read without modifying it (:func:`read_jsonl` without line numbers)."""
+    return [row for _, row in read_jsonl(path)]
