@@ -17,8 +17,8 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([RAGFUNNEL, *args], capture_output=True, text=True, input=stdin, timeout=900)
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess, match: str) -> None:
-    assert result.returncode == 1, result.stderr
+def assert_one_line_error(result: subprocess.CompletedProcess, match: str, code: int = 1) -> None:
+    assert result.returncode == code, result.stderr
     assert "Traceback" not in result.stderr
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
@@ -167,7 +167,8 @@ def test_eval_refuses_an_empty_dataset_and_a_zero_limit_and_report_an_unknown_me
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
     assert_one_line_error(run("eval", str(data), "--limit", "0", "--out", str(tmp_path / "r")),
-                          "--limit must be at least 1")
+                          "Invalid value for '--limit': 0 is not in the range x>=1 (see `ragfunnel eval --help`)",
+                          code=2)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "config.json").write_text("{}")

@@ -1,30 +1,85 @@
-"""What every ``ragfunnel`` command shares: library errors become one line on stderr and exit code 1."""
+"""What every ``ragfunnel`` command shares: every failure is one line on stderr and exit code 1.
+
+A :class:`~ragfunnel.errors.RagfunnelError` is printed as it is. Anything else that escapes a command —
+an ``OSError`` such as a full disk, a ``UnicodeDecodeError``, a JSON error, a bug — is also one line
+naming the file (when known) and the problem; ``ragfunnel --debug`` shows the traceback instead.
+Ctrl-C and SIGTERM end with exit code 130; a long run says how many rows it saved.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sys
-from typing import Any
+import threading
+from typing import Any, NoReturn
 
 import click
 
-from ragfunnel.errors import RagfunnelError
+from ragfunnel.errors import Interrupted, RagfunnelError
+
+DEBUG_ENV = "RAGFUNNEL_DEBUG"
+
+
+def debugging() -> bool:
+    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+
+
+def one_line(error: BaseException) -> str:
+    """The one-line message of an error nothing in ragfunnel anticipated."""
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error} (check the path, its permissions and free disk space)"
+    if isinstance(error, UnicodeDecodeError):
+        return f"a file is not UTF-8 text (bad byte at offset {error.start}); convert it to UTF-8"
+    if isinstance(error, json.JSONDecodeError):
+        return f"a file is not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+    return (f"unexpected {type(error).__name__}: {error}; re-run with `ragfunnel --debug ...` for the traceback "
+            "and report it")
+
+
+def _interrupted(message: str) -> NoReturn:
+    """Exit now with 130. Worker threads still in a cancelled model call are not waited for: every
+    finished row is already on disk, and the kernel releases the run's lock."""
+    click.echo(message, err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
+        os._exit(Interrupted.exit_code)
+    sys.exit(Interrupted.exit_code)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops a run the way Ctrl-C does: finished rows kept, the rest cancelled
 
 
 class OneLineErrors:
-    """Turns a RagfunnelError into ``error: <message>`` and exit code 1, without a traceback.
+    """Turns any error into ``error: <message>`` and exit code 1, without a traceback (unless debugging).
 
     Mixed into the top-level group and into command groups that tests also run on their own.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _terminate)
         try:
             return super().invoke(ctx)  # type: ignore[misc]
-        except RagfunnelError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(1)
+        except click.UsageError as e:  # a bad option of a subcommand: one line too, with where to look
+            command = e.ctx.command_path if e.ctx else ctx.command_path
+            click.echo(f"error: {e.format_message().rstrip('.')} (see `{command} --help`)", err=True)
+            sys.exit(e.exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except Interrupted as e:
+            _interrupted(str(e))
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+            _interrupted("interrupted")
+        except Exception as e:
+            if debugging():
+                raise
+            click.echo(f"error: {e if isinstance(e, RagfunnelError) else one_line(e)}", err=True)
+            sys.exit(1)
 
 
 class Group(OneLineErrors, click.Group):

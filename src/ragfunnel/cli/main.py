@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,17 +14,20 @@ from typing import Any
 
 import click
 
+from ragfunnel import journal
 from ragfunnel.cli.cache import cache
-from ragfunnel.cli.common import Group
+from ragfunnel.cli.common import DEBUG_ENV, Group
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.corpus import load_corpus
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
-from ragfunnel.eval.runner import run_eval
+from ragfunnel.eval.runner import EvalRow, run_eval
+from ragfunnel.journal import FAILED_FILE
 from ragfunnel.llm import bundled, set_disk_caches
 from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
+from ragfunnel.methods.fbrag import MAX_SAMPLES
 from ragfunnel.prompts import TASKS
 from ragfunnel.text import read_context
 from ragfunnel.types import Prediction
@@ -34,8 +38,11 @@ from ragfunnel.types import Prediction
 @click.option("-v", "--verbose", is_flag=True,
               help="Log progress (model loads, stages) to stderr; on by default when stderr is a terminal.")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors on stderr.")
-def main(verbose: bool, quiet: bool) -> None:
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of one line.")
+def main(verbose: bool, quiet: bool, debug: bool) -> None:
     """Answer questions over text too long to give an LLM whole: FB-RAG, FunnelRAG and their baselines."""
+    if debug:
+        os.environ[DEBUG_ENV] = "1"
     show_progress = verbose or (sys.stderr.isatty() and not quiet)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
@@ -48,17 +55,18 @@ def method_options(command: Callable) -> Callable:
                      help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b]."),
         click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
                      "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL."),
-        click.option("--budget", type=int, help="Tokens of context the answering model reads [default: 1500]."),
-        click.option("--stage1-budget", type=int,
+        click.option("--budget", type=click.IntRange(min=1),
+                     help="Tokens of context the answering model reads [default: 1500]."),
+        click.option("--stage1-budget", type=click.IntRange(min=1),
                      help="FB-RAG Stage I tokens read by the light model [default: max(3000, 2 x --budget)]."),
         click.option("--draft-from", type=click.Choice(["warm", "selection", "document"]),
                      help="What FB-RAG's drafts read: Stage I's selection, the whole document, or (warm) the whole "
                           "document when the light model already holds it or it costs about the selection's read "
                           "[default: warm]."),
-        click.option("--max-seconds", type=float,
+        click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True),
                      help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
-        click.option("--samples", type=int, help="FB-RAG drafts K [default: 5]."),
-        click.option("--chunk-words", type=int, help="Words per chunk [default: 300]."),
+        click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), help="FB-RAG drafts K [default: 5]."),
+        click.option("--chunk-words", type=click.IntRange(1, 100_000), help="Words per chunk [default: 300]."),
         click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
         click.option("--no-cache", is_flag=True,
                      help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
@@ -88,11 +96,13 @@ CORPUS_METHODS = {
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
                    "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "
                    f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, funnel with --index].")
-@click.option("--documents", type=int, help="drag/iterdrag: documents k per retrieval [default: 5].")
-@click.option("--shots", type=int, help="drag/iterdrag: demonstrations m, from --demonstrations [default: 0].")
+@click.option("--documents", type=click.IntRange(0, 10_000),
+              help="drag/iterdrag: documents k per retrieval [default: 5].")
+@click.option("--shots", type=click.IntRange(0, 10_000),
+              help="drag/iterdrag: demonstrations m, from --demonstrations [default: 0].")
 @click.option("--demonstrations", type=click.Path(path_type=Path),
               help="drag/iterdrag: demonstrations file (`ragfunnel scale demos`).")
-@click.option("--iterations", type=int, help="iterdrag: most follow-up steps n [default: 5].")
+@click.option("--iterations", type=click.IntRange(1, 100), help="iterdrag: most follow-up steps n [default: 5].")
 @click.option("--task", type=click.Choice(list(TASKS)), default="qa", show_default=True,
               help="Prompt family: short answer, multi-hop, query-based summary or multiple choice.")
 @click.option("--choice", "choices", multiple=True, metavar="TEXT",
@@ -208,24 +218,27 @@ def models(prepare: bool, as_json: bool) -> None:
 @click.option("--methods", "method_names", default=f"op,{DEFAULT_METHOD}", show_default=True,
               help=f"Comma-separated methods: {', '.join(METHODS)}.")
 @click.option("--out", "run_dir", required=True, type=click.Path(path_type=Path),
-              help="Run directory: rows.jsonl grows as pairs finish; re-running resumes.")
-@click.option("--limit", type=int, help="Only the first N examples.")
+              help="Run directory (made if missing): rows.jsonl grows as pairs finish, failed pairs go to "
+                   "failed.jsonl; re-running resumes. One process at a time may write it.")
+@click.option("--retry-failed/--no-retry-failed", default=True, show_default=True,
+              help="On resume, run the pairs that failed before again (or leave them failed).")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N examples.")
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
               help="Dataset format.")
 @click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
               help="A malformed dataset row stops the run (fail) or is reported and skipped (skip).")
 @click.option("--task", type=click.Choice(list(TASKS)),
               help="Prompt family and scoring (summary: ROUGE-L; choice: option accuracy) [default: the dataset's].")
-@click.option("--workers", type=int, default=1, show_default=True,
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Pairs run at once (helps with server backends).")
 @click.option("--corpus", type=click.Path(path_type=Path),
               help="Passage corpus whose passages pad each example's context (with --context-words).")
-@click.option("--context-words", type=int,
+@click.option("--context-words", type=click.IntRange(min=1),
               help="Build long contexts: hide each example's own passages among --corpus passages until "
                    "the context holds this many words (fixed shuffle per --seed and example).")
 @method_options
-def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | None, fmt: str, on_error: str,
-                 task: str | None, workers: int, corpus: Path | None, context_words: int | None,
+def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: bool, limit: int | None, fmt: str,
+                 on_error: str, task: str | None, workers: int, corpus: Path | None, context_words: int | None,
                  **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     if given.pop("no_cache", False):
@@ -236,8 +249,7 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | N
         raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}; valid methods: {', '.join(METHODS)}")
     if (corpus is None) != (context_words is None):
         raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {limit}")
+    journal.out_dir(run_dir)
     loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit)
     if not loaded.examples:
         raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
@@ -256,20 +268,24 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, limit: int | N
     config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options}
     if corpus is not None:
         config |= {"corpus": str(corpus.resolve()), "context_words": context_words}
-    result = run_eval(examples, methods, run_dir, config=config, workers=workers)
+    result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed)
     click.echo(_eval_table(result.rows, names), err=False)
     if loaded.errors:
         click.echo(f"{len(loaded.errors)} dataset row(s) skipped; first: {loaded.errors[0]}", err=True)
+    failed = [r for r in result.rows if r.error is not None]
+    if failed and len(failed) == len(result.rows):
+        raise RagfunnelError(f"every pair failed ({len(failed)}, kept in {run_dir / FAILED_FILE}); first: "
+                             f"{failed[0].error}")
 
 
-def _eval_table(rows: list[dict], names: list[str]) -> str:
+def _eval_table(rows: list[EvalRow], names: list[str]) -> str:
     lines = []
     for name in names:
-        mine = [r for r in rows if r["method"] == name]
-        ok = [r for r in mine if "error" not in r]
-        metrics = sorted({k for r in ok for k in r["metrics"]})
-        means = "  ".join(f"{k} {sum(r['metrics'][k] for r in ok) / len(ok):.3f}" for k in metrics) if ok else "-"
-        secs = sum(r["trace"]["seconds"] for r in ok) / len(ok) if ok else 0.0
+        mine = [r for r in rows if r.method == name]
+        ok = [r for r in mine if r.error is None]
+        metrics = sorted({k for r in ok for k in r.metrics})
+        means = "  ".join(f"{k} {sum(r.metrics.get(k, 0.0) for r in ok) / len(ok):.3f}" for k in metrics) if ok else "-"
+        secs = sum(r.seconds for r in ok) / len(ok) if ok else 0.0
         lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}  mean {secs:.1f}s")
     return "\n".join(lines)
 
@@ -290,11 +306,12 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
 @main.command()
 @click.argument("corpus", type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Index directory to write.")
-@click.option("--max-cluster-tokens", type=int, default=4000, show_default=True,
+@click.option("--max-cluster-tokens", type=click.IntRange(min=1), default=4000, show_default=True,
               help="Largest cluster of linked documents (FunnelRAG's retrieval unit), in approximate tokens.")
 @click.option("--flat", is_flag=True,
               help="Also cut documents into passages and embed them (bundled MiniLM) for `search --flat`.")
-@click.option("--passage-words", type=int, default=100, show_default=True, help="Words per flat passage.")
+@click.option("--passage-words", type=click.IntRange(1, 100_000), default=100, show_default=True,
+              help="Words per flat passage.")
 @click.option("--embed-documents", is_flag=True,
               help="Also embed every document (bundled MiniLM), so the default funnel pre-ranker looks vectors up "
                    "instead of encoding each query's retrieved documents.")
@@ -307,6 +324,7 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 
     from ragfunnel.corpus.index import build_index
 
+    journal.out_dir(out_dir)
     docs = load_corpus(corpus)
     m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
                     passage_words=passage_words, embed_documents=embed_documents, force=force)
@@ -326,9 +344,11 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @click.option("--funnel/--flat", default=True, show_default=True,
               help="Progressive FunnelRAG retrieval (BM25 clusters -> pre-ranked documents -> attention-ranked "
                    "passages), or flat retrieval (MiniLM passage embeddings, exact search; needs `index --flat`).")
-@click.option("--top-k", type=int, default=4, show_default=True, help="Passages to return.")
-@click.option("--top-clusters", type=int, help="Funnel stage 1: clusters kept [default: 5% of them, 4..80].")
-@click.option("--top-documents", type=int, default=8, show_default=True, help="Funnel stage 2: documents kept.")
+@click.option("--top-k", type=click.IntRange(1, 10_000), default=4, show_default=True, help="Passages to return.")
+@click.option("--top-clusters", type=click.IntRange(min=1),
+              help="Funnel stage 1: clusters kept [default: 5% of them, 4..80].")
+@click.option("--top-documents", type=click.IntRange(1, 10_000), default=8, show_default=True,
+              help="Funnel stage 2: documents kept.")
 @click.option("--pre-ranker", "pre_ranker", default="minilm", show_default=True, metavar="SPEC",
               help="Funnel stage 2 document scorer: minilm (bundled bi-encoder), llm:MODEL-SPEC (yes/no), or a "
                    "cross-encoder directory (`ragfunnel funnel distill`) or Hugging Face name.")
@@ -342,8 +362,6 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
     from ragfunnel.methods.base import check_question
 
     question = check_question(question)
-    if top_k < 1:
-        raise ConfigError(f"--top-k must be at least 1, got {top_k}")
     ix = CorpusIndex(index_dir)
     if funnel:
         from ragfunnel.retrieve.attention import load_post_ranker

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.prompts import TASKS
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,28 @@ def _answers(value: Any) -> list[str]:
     return answers
 
 
+def _choices(value: Any) -> list[str] | None:
+    """Options of a multiple-choice row: None, or a list of option strings (never one string of letters)."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise RowError(f"'choices' must be a list of option strings like [\"yes\", \"no\"], "
+                       f"got {json.dumps(value)[:60]}")
+    return value
+
+
+def _task(value: Any) -> str:
+    if value not in TASKS:
+        raise RowError(f"'task' must be one of {', '.join(TASKS)}, got {json.dumps(value)[:40]}")
+    return value
+
+
+def _meta(value: Any) -> dict:
+    if value is not None and not isinstance(value, dict):
+        raise RowError(f"'meta' must be an object, got {type(value).__name__}")
+    return value or {}
+
+
 def _join(docs: list[Document]) -> str:
     return "\n\n".join(d.render() for d in docs)
 
@@ -172,7 +195,7 @@ def _nq_open(record: dict, index: int) -> Example:
 
 def _longbench(record: dict, index: int) -> Example:
     _require(record, "input", "context", "answers")
-    choices = record.get("all_classes") or None
+    choices = _choices(record.get("all_classes"))
     return Example(
         id=str(record.get("_id") or index),
         question=_text(record, "input"),
@@ -194,9 +217,9 @@ def _generic(record: dict, index: int) -> Example:
         question=_text(record, "question"),
         context=_optional_text(record, "context"),
         answers=_answers(record[key]),
-        choices=record.get("choices"),
-        task=record.get("task", "qa"),
-        meta=record.get("meta", {}),
+        choices=_choices(record.get("choices")),
+        task=_task(record.get("task", "qa")),
+        meta=_meta(record.get("meta")),
     )
 
 

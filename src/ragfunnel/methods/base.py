@@ -56,6 +56,13 @@ def check_budget(chunks: list[Chunk], *, budget: int, llm: LLM) -> list[int]:
     """
     sizes = [llm.count_tokens(c.text) for c in chunks]
     typical = int(median(sizes))
+    words = median(c.n_words for c in chunks)
+    if budget < typical / words:  # one word alone overflows: fewer words per chunk cannot help
+        raise InputError(
+            f"the context's words are about {typical / words:,.0f} tokens each, more than the budget of {budget} "
+            "tokens: the text has (almost) no spaces to cut it at; pass text with words separated by spaces, "
+            "or raise --budget"
+        )
     if budget < typical:
         raise InputError(
             f"the context budget of {budget} tokens is smaller than one chunk (a typical chunk here is "

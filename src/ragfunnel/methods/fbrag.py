@@ -46,6 +46,8 @@ RATIONALE_TOKENS = 64
 # What Stage II drafts from: Stage I's selection, the whole document, or ("warm") the whole document
 # when the light model already holds its state or reading it whole costs about as much as the selection.
 DRAFT_FROM = ("warm", "selection", "document")
+# Far above any useful K (default 5); stops a typo such as 100000000 from running for ever.
+MAX_SAMPLES = 64
 STAGE1_FLOOR = 3000
 # In "warm" mode a cold document is read whole when that costs little more than Stage I's selection:
 # the light model then holds it for every later question.
@@ -82,8 +84,8 @@ class FBRAG:
         seed: int = 0,
         draft_from: str = "warm",
     ):
-        if samples < 1:
-            raise ConfigError(f"samples must be at least 1, got {samples}")
+        if not 1 <= samples <= MAX_SAMPLES:
+            raise ConfigError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
         if min(eta_forward, eta_backward) < 0 or eta_forward + eta_backward == 0:
             raise ConfigError(f"eta weights must be >= 0 and not both 0, got forward={eta_forward}, "
                               f"backward={eta_backward}")

@@ -101,8 +101,11 @@ def build_prompt(
     check_task(task)
     if variant not in VARIANTS:
         raise ConfigError(f"unknown prompt variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
+    if choices is not None and (isinstance(choices, str) or not all(isinstance(c, str) for c in choices)):
+        raise ConfigError(f"choices must be a list of option strings, got {choices!r}; pass --choice once per option")
     if task == "choice" and not choices:
-        raise ConfigError("the choice task needs the options; pass choices=[...]")
+        raise ConfigError("the choice task needs its options: pass --choice once per option "
+                          "(choices=[...] in Python)")
     t = TASKS[task]
     # What to do comes after the text, beside the question, so the text's prefix is shared.
     instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE}[variant]
