@@ -303,7 +303,8 @@ def test_cache_command_on_an_unusable_dir_is_one_error_line(tmp_path, monkeypatc
     blocker.write_text("")
     monkeypatch.setenv("RAGFUNNEL_CACHE", str(blocker))  # calls.sqlite would live inside a file
     result = CliRunner().invoke(main, ["cache", "clear"])
-    assert result.exit_code == 0 and "removed 0 entries" in result.stdout  # nothing there to remove
+    assert result.exit_code == 1 and result.output == (f"error: RAGFUNNEL_CACHE={blocker} is a file, not a directory; "
+                                                       "point it at a directory or unset it\n")
     monkeypatch.setenv("RAGFUNNEL_CACHE", str(tmp_path))
     (tmp_path / "calls.sqlite").mkdir()  # exists, but is no file
     result = CliRunner().invoke(main, ["cache", "info"])

@@ -19,11 +19,10 @@ import click
 
 from ragfunnel.errors import Interrupted, RagfunnelError
 
-DEBUG_ENV = "RAGFUNNEL_DEBUG"
 
-
-def debugging() -> bool:
-    return os.environ.get(DEBUG_ENV, "") not in ("", "0")
+def debugging(ctx: click.Context) -> bool:
+    """Whether ``ragfunnel --debug`` was given (an option of the top-level group)."""
+    return bool(ctx.find_root().params.get("debug"))
 
 
 def one_line(error: BaseException) -> str:
@@ -76,7 +75,7 @@ class OneLineErrors:
         except KeyboardInterrupt:
             _interrupted("interrupted")
         except Exception as e:
-            if debugging():
+            if debugging(ctx):
                 raise
             click.echo(f"error: {e if isinstance(e, RagfunnelError) else one_line(e)}", err=True)
             sys.exit(1)

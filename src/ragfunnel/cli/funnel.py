@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ragfunnel import journal
 from ragfunnel.errors import InputError
 
 
@@ -20,23 +21,25 @@ def funnel() -> None:
               help="Training questions with answers (any `ragfunnel eval` dataset format).")
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path),
               help="Model directory to write (labels are kept there too; re-running resumes the labelling).")
-@click.option("--limit", type=int, default=100, show_default=True, help="Label the first N questions.")
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Label the first N questions.")
 @click.option("--alpha", type=float, default=0.75, show_default=True,
               help="Document score = alpha * best passage + (1 - alpha) * mean passage.")
-@click.option("--top-positives", type=int, default=2, show_default=True,
+@click.option("--top-positives", type=click.IntRange(min=1), default=2, show_default=True,
               help="Documents with the K best aggregated scores are positives (with every answer-bearing one).")
-@click.option("--easy-negatives", type=int, default=8, show_default=True,
+@click.option("--easy-negatives", type=click.IntRange(0, 10_000), default=8, show_default=True,
               help="Also label this many other documents of the retrieved clusters (negatives unless they hold "
                    "an answer), so the new scorer sees unrelated documents too.")
-@click.option("--top-clusters", type=int, help="Funnel stage 1 clusters [default: 5% of them, 4..80].")
-@click.option("--top-documents", type=int, default=8, show_default=True,
+@click.option("--top-clusters", type=click.IntRange(min=1),
+              help="Funnel stage 1 clusters [default: 5% of them, 4..80].")
+@click.option("--top-documents", type=click.IntRange(1, 10_000), default=8, show_default=True,
               help="Documents the pre-ranker keeps, and so the ones labelled per question.")
 @click.option("--post-ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
               help="Attention model that scores the passages (the teacher).")
 @click.option("--init", "init", metavar="PATH",
               help="Model to fine-tune: a cross-encoder directory or name [default: the bundled MiniLM weights "
                    "with a new scoring head].")
-@click.option("--epochs", type=int, default=3, show_default=True)
+@click.option("--epochs", type=click.IntRange(1, 1000), default=3, show_default=True)
 @click.option("--lr", "learning_rate", type=float, default=3e-5, show_default=True,
               help="AdamW learning rate of the pre-trained weights.")
 @click.option("--head-lr", "head_learning_rate", type=float, default=1e-3, show_default=True,
@@ -61,6 +64,7 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
     from ragfunnel.retrieve.funnel import FunnelRetriever
     from ragfunnel.retrieve.rerank import BiEncoderPreRanker
 
+    journal.out_dir(out_dir)
     examples = [e for e in load_dataset(dataset, limit=limit).examples if e.answers]
     if not examples:
         raise InputError(f"{dataset} has no questions with answers to learn from; pass a training set with answers")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,7 +15,7 @@ import click
 
 from ragfunnel import journal
 from ragfunnel.cli.cache import cache
-from ragfunnel.cli.common import DEBUG_ENV, Group
+from ragfunnel.cli.common import Group
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.corpus import load_corpus
@@ -41,8 +40,6 @@ from ragfunnel.types import Prediction
 @click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of one line.")
 def main(verbose: bool, quiet: bool, debug: bool) -> None:
     """Answer questions over text too long to give an LLM whole: FB-RAG, FunnelRAG and their baselines."""
-    if debug:
-        os.environ[DEBUG_ENV] = "1"
     show_progress = verbose or (sys.stderr.isatty() and not quiet)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
@@ -299,7 +296,7 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
     """Summarise one or more `ragfunnel eval` run directories into tables and plots."""
     from ragfunnel.eval.report import write_report
 
-    for path in write_report(list(run_dirs), out_dir or run_dirs[0], metric=metric):
+    for path in write_report(list(run_dirs), journal.out_dir(out_dir or run_dirs[0]), metric=metric):
         click.echo(str(path))
 
 

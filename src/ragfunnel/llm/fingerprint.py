@@ -1,8 +1,11 @@
-"""What identifies a model's weights in cache keys: the SHA-256 of its file.
+"""What identifies a model's weights in cache keys and run configs: the SHA-256 of its file.
 
 Hashing a 1 GB GGUF file takes seconds, so a digest is remembered beside a stamp of the file
-(path, size, mtime, inode) in the user cache dir; any change to the file gives a new stamp and
-a fresh hash, so cache entries made with the old weights are never served for the new ones.
+(path, size, mtime, inode, ctime) in the user cache dir; any change to the file gives a new stamp and
+a fresh hash, so cache entries made with the old weights are never served for the new ones. The ctime
+matters: a tool can write bytes in place and set size and mtime back (``os.utime``), but the kernel
+moves ctime on every change and nobody can set it back. Corruption of the medium itself changes no
+metadata at all; only a forced re-hash (``recheck=True``) sees that.
 """
 
 from __future__ import annotations
@@ -11,39 +14,64 @@ import hashlib
 import json
 from pathlib import Path
 
-from ragfunnel.llm.bundled import cache_dir
+from tqdm.auto import tqdm
+
+_BLOCK = 1 << 22
 
 
-def sha256_of_file(path: Path) -> str:
-    """The SHA-256 of a file's bytes, hashed now."""
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+def sha256_of_file(path: Path, *, progress: bool = False) -> str:
+    """The SHA-256 of a file's bytes, hashed now (with a progress bar for big model files)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f, tqdm(total=path.stat().st_size, unit="B", unit_scale=True,
+                                    desc=f"verify {path.name}", disable=not progress, leave=False) as bar:
+        while block := f.read(_BLOCK):
+            digest.update(block)
+            bar.update(len(block))
+    return digest.hexdigest()
 
 
-def _stamp(path: Path) -> dict[str, object]:
+def file_stamp(path: Path) -> dict[str, object]:
+    """What changes whenever the file's bytes may have changed."""
     st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino,
+            "ctime_ns": st.st_ctime_ns}
 
 
 def _record(path: Path) -> Path:
+    from ragfunnel.llm.bundled import cache_dir
+
     key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return cache_dir() / "sha256" / f"{path.name}.{key}.json"
 
 
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of ``path``, hashed once per version of the file."""
+def recorded_sha256(path: str | Path) -> str | None:
+    """The digest remembered for this version of the file, without hashing; None if there is none."""
     path = Path(path)
-    stamp, record = _stamp(path), _record(path)
     try:
-        saved = json.loads(record.read_text())
-        if isinstance(saved, dict) and saved.get("stamp") == stamp and isinstance(saved.get("sha256"), str):
+        saved = json.loads(_record(path).read_text())
+        if isinstance(saved, dict) and saved.get("stamp") == file_stamp(path) and isinstance(saved.get("sha256"), str):
             return saved["sha256"]
     except (OSError, ValueError):
         pass
-    sha = sha256_of_file(path)
+    return None
+
+
+def remember_sha256(path: Path, sha256: str, stamp: dict[str, object]) -> None:
+    """Record ``sha256`` for the version of ``path`` that ``stamp`` (taken before hashing) describes."""
+    record = _record(path)
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"stamp": stamp, "sha256": sha}))
+        record.write_text(json.dumps({"stamp": stamp, "sha256": sha256}))
     except OSError:
         pass  # an unwritable cache dir only costs the hash again next time
+
+
+def file_sha256(path: str | Path, *, progress: bool = False, recheck: bool = False) -> str:
+    """The SHA-256 of ``path``, hashed once per version of the file (every time with ``recheck``)."""
+    path = Path(path)
+    if not recheck and (sha := recorded_sha256(path)) is not None:
+        return sha
+    stamp = file_stamp(path)  # before hashing: a change while we read gives the next call a new stamp
+    sha = sha256_of_file(path, progress=progress)
+    remember_sha256(path, sha, stamp)
     return sha

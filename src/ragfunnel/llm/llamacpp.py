@@ -85,6 +85,26 @@ def _trained_context(path: Path) -> int:
         llama_cpp.llama_model_free(model)
 
 
+def check_gguf_file(path: Path) -> None:
+    """One clear ModelError for a path llama.cpp could not load anyway: missing, a directory, not GGUF.
+
+    Cheap (reads four bytes), so the registry runs it when a ``gguf:`` spec is resolved, long before
+    the first call imports llama.cpp.
+    """
+    if path.is_dir():
+        raise ModelError(f"model file {path} is a directory; give the path of the .gguf file inside it")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise ModelError(f"model file {path} does not exist; check the path or run `ragfunnel models`") from None
+    except OSError as e:
+        raise ModelError(f"cannot read model file {path} ({e.strerror or e}); check its permissions") from None
+    if magic != b"GGUF":
+        raise ModelError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'); give a .gguf model file "
+                         "(convert other formats with llama.cpp's convert_hf_to_gguf.py)")
+
+
 class LlamaCppLLM(BaseLLM):
     """A GGUF model run in-process by llama.cpp, prompted through its own chat template.
 

@@ -27,6 +27,11 @@ class OpenAICompatibleLLM(BaseLLM):
     rest. Token counts come from the server's tokenizer endpoint (vLLM ``/tokenize``,
     llama.cpp ``/extras/tokenize``); the context window from ``/v1/models`` when it is
     reported, else ``context_window``.
+
+    ``timeout`` is how long to wait for an answer (a long prompt on a CPU server takes minutes),
+    ``connect_timeout`` how long to wait for the connection, and ``deadline`` (default 1.5 x
+    ``timeout``) how long one request may go on failing, retries and backoff included: a server that
+    accepts connections and never answers costs about ``deadline``, not ``timeout`` per retry.
     """
 
     def __init__(
@@ -37,17 +42,25 @@ class OpenAICompatibleLLM(BaseLLM):
         api_key: str | None = None,
         mode: str = "chat",
         timeout: float = 300.0,
+        connect_timeout: float = 10.0,
+        deadline: float | None = None,
         max_retries: int = 3,
         context_window: int | None = None,
     ):
         super().__init__()
         if mode not in ("chat", "completions"):
             raise ConfigError(f"unknown mode {mode!r}; valid modes: chat, completions")
+        for option, value in (("connect_timeout", connect_timeout), ("deadline", deadline)):
+            if value is not None and not value > 0:
+                raise ConfigError(f"{option} must be a positive number of seconds, got {value}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.name = f"{model}@{self.base_url}"
         self.mode = mode
-        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.set_timeout(timeout)
+        if deadline is not None:
+            self.deadline = deadline
         self.max_retries = max_retries
         self._api_key = api_key or os.environ.get("OPENAI_API_KEY", "")
         self._window = context_window
@@ -60,6 +73,13 @@ class OpenAICompatibleLLM(BaseLLM):
         """The server and the model it serves (a server swapping weights under one name is not seen)."""
         return f"openai:{self.base_url}#{self.model}"
 
+    def set_timeout(self, seconds: float) -> None:
+        """Wait up to ``seconds`` for an answer, and give up on a request after 1.5 times that, retries included."""
+        if not seconds > 0:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {seconds}")
+        self.timeout = float(seconds)
+        self.deadline = 1.5 * self.timeout
+
     def warm_up(self) -> None:
         if self._client is not None:
             return
@@ -68,7 +88,40 @@ class OpenAICompatibleLLM(BaseLLM):
         except ImportError:
             raise MissingExtra("httpx", "openai") from None
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        self._client = httpx.Client(timeout=self.timeout, headers=headers)
+        self._client = httpx.Client(headers=headers)
+
+    def _timeouts(self) -> Any:
+        """This request's waits: the answer timeout, cut to what is left of the call's deadline."""
+        import httpx
+
+        wait = self.timeout
+        left = self._time_left()
+        if left is not None:
+            wait = max(min(wait, left), 0.01)
+        return httpx.Timeout(wait, connect=min(self.connect_timeout, wait))
+
+    def check_reachable(self) -> None:
+        """Fail now, in one line, if the server cannot be reached or refuses the API key (GET /models,
+        waiting at most ``connect_timeout``); runs call it before doing any work."""
+        import httpx
+
+        self.warm_up()
+        wait = min(self.connect_timeout, self.timeout)
+        try:
+            r = self._client.get(self.base_url + "/models", timeout=wait)
+        except httpx.ConnectTimeout:
+            raise BackendUnavailable(f"cannot reach {self.base_url}: no connection within {wait:g}s; "
+                                     "start the server or fix the URL") from None
+        except httpx.TimeoutException:
+            raise BackendUnavailable(f"{self.base_url} accepted the connection but did not answer within {wait:g}s; "
+                                     "check that the server is not stuck, or raise the timeout") from None
+        except httpx.HTTPError as e:
+            reason = "connection refused" if "refused" in str(e).lower() else str(e)
+            raise BackendUnavailable(f"cannot reach {self.base_url}: {reason}; "
+                                     "start the server or fix the URL") from None
+        if r.status_code in (401, 403):
+            raise BackendUnavailable(f"{self.base_url} rejected the API key (HTTP {r.status_code}); "
+                                     "set OPENAI_API_KEY to a key the server accepts")
 
     @property
     def context_window(self) -> int:
@@ -82,18 +135,21 @@ class OpenAICompatibleLLM(BaseLLM):
 
         self.warm_up()
         url = (self._server_root() if root else self.base_url) + path
+        timeouts = self._timeouts()
         try:
-            r = self._client.post(url, json=payload)
+            r = self._client.post(url, json=payload, timeout=timeouts)
         except (httpx.ConnectError, httpx.ConnectTimeout) as e:
             raise TransientError(f"cannot connect to {url}: {e}") from None
         except httpx.TimeoutException:
-            raise TransientError(f"no answer from {url} within {self.timeout:.0f}s") from None
+            raise TransientError(f"no answer from {url} within {timeouts.read:.3g}s; "
+                                 "raise the timeout if the server is only slow") from None
         except httpx.HTTPError as e:
             raise TransientError(f"request to {url} failed: {e}") from None
         if r.status_code in _RETRY_STATUS:
             raise TransientError(f"{url} answered HTTP {r.status_code}")
         if r.status_code >= 400:
-            raise BackendUnavailable(f"{url} refused the request (HTTP {r.status_code}: {r.text[:200]}); "
+            body = " ".join(r.text[:200].split())  # one line, whatever the server sent
+            raise BackendUnavailable(f"{url} refused the request (HTTP {r.status_code}: {body}); "
                                      "check the model name and the request options")
         return r.json()
 
@@ -117,6 +173,7 @@ class OpenAICompatibleLLM(BaseLLM):
                 self._send_grammar = False
                 continue
             seconds = time.perf_counter() - started
+            self._restart_deadline()  # a server ignoring ``n`` needs more requests: each gets its own time
             choices = reply.get("choices") or []
             if not choices:
                 raise BackendUnavailable(f"{self.name} returned no choices; check the server logs")
@@ -188,7 +245,7 @@ class OpenAICompatibleLLM(BaseLLM):
     def _window_from_server(self) -> int | None:
         self.warm_up()
         try:
-            r = self._client.get(self.base_url + "/models")
+            r = self._client.get(self.base_url + "/models", timeout=self._timeouts())
             cards = r.json().get("data", []) if r.status_code == 200 else []
         except Exception:  # noqa: BLE001 - an optional probe; the default applies
             cards = []

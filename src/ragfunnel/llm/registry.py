@@ -3,11 +3,16 @@
 ``bundled:NAME``            a bundled GGUF model (``ragfunnel models`` lists them)
 ``gguf:PATH``               any local GGUF file, run by llama.cpp
 ``openai:URL#MODEL``        any OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1#qwen``
+
+Hugging Face hub names are no specs: nothing here downloads weights.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import bundled
@@ -26,24 +31,51 @@ def _bundled(rest: str) -> LLM:
 
 
 def _gguf(rest: str) -> LLM:
-    from ragfunnel.llm.llamacpp import LlamaCppLLM
+    from ragfunnel.llm.llamacpp import LlamaCppLLM, check_gguf_file
 
+    check_gguf_file(Path(rest))
     return LlamaCppLLM(rest, name=f"gguf:{rest}")
+
+
+def _server(rest: str) -> tuple[str, str]:
+    url, sep, model = rest.partition("#")
+    if not sep or not model or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"bad openai spec 'openai:{rest}'; write it as openai:http://HOST:PORT/v1#MODEL")
+    return url, model
 
 
 def _openai(rest: str) -> LLM:
     from ragfunnel.llm.openai import OpenAICompatibleLLM
 
-    url, sep, model = rest.partition("#")
-    if not sep or not model or not url.startswith(("http://", "https://")):
-        raise ConfigError(f"bad openai spec 'openai:{rest}'; write it as openai:http://HOST:PORT/v1#MODEL")
-    return OpenAICompatibleLLM(url, model)
+    llm = OpenAICompatibleLLM(*_server(rest))
+    if _server_timeout is not None:
+        llm.set_timeout(_server_timeout)
+    return llm
 
 
 SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "openai": _openai}
 
 _loaded: dict[str, LLM] = {}
 _disk_caches = True
+_server_timeout: float | None = None  # None: each server backend's own defaults
+_HUB_NAME = re.compile(r"[\w.-]+/[\w.-]+")  # owner/name, as people copy it from the hub
+
+
+def _parse(spec: str) -> tuple[str, str]:
+    """``(scheme, rest)`` of a spec, or a ConfigError listing the valid forms."""
+    scheme, sep, rest = spec.partition(":")
+    if not sep or scheme not in SCHEMES:
+        valid = ", ".join(f"bundled:{n}" for n in bundled.BUNDLED)
+        hub = ""
+        if scheme == "hf" or _HUB_NAME.fullmatch(spec):
+            hub = ("; Hugging Face names are not downloaded: get the GGUF file and use gguf:PATH, or serve the "
+                   "model (vLLM, llama.cpp server) and use openai:URL#MODEL")
+        raise ConfigError(f"unknown model spec {spec!r}; use one of {valid}, gguf:PATH, openai:URL#MODEL{hub}")
+    if not rest:
+        raise ConfigError(f"model spec {spec!r} names nothing after '{scheme}:'")
+    if scheme == "bundled":
+        bundled.get(rest)  # unknown names fail here, listing the valid ones
+    return scheme, rest
 
 
 def resolve(spec: str | LLM) -> LLM:
@@ -52,16 +84,7 @@ def resolve(spec: str | LLM) -> LLM:
         return spec  # already an LLM object
     if spec in _loaded:
         return _loaded[spec]
-    scheme, sep, rest = spec.partition(":")
-    if not sep or scheme not in SCHEMES:
-        valid = ", ".join(f"bundled:{n}" for n in bundled.BUNDLED)
-        raise ConfigError(
-            f"unknown model spec {spec!r}; use one of {valid}, gguf:PATH, openai:URL#MODEL"
-        )
-    if not rest:
-        raise ConfigError(f"model spec {spec!r} names nothing after '{scheme}:'")
-    if scheme == "bundled":
-        bundled.get(rest)  # unknown names fail here, listing the valid ones
+    scheme, rest = _parse(spec)
     llm = SCHEMES[scheme](rest)
     _attach_caches(llm)
     _loaded[spec] = llm
@@ -84,6 +107,50 @@ def set_disk_caches(enabled: bool) -> None:
 
 def disk_caches_enabled() -> bool:
     return _disk_caches
+
+
+def set_server_timeout(seconds: float) -> None:
+    """Wait up to ``seconds`` for a server's answer, and give up on a call after 1.5 times that, retries
+    included, for every ``openai:`` model resolved so far and from now on.
+
+    Process-wide for the same reason as :func:`set_disk_caches`: the CLI's ``--timeout`` must reach
+    every model a command resolves from a spec string. Library code can call ``set_timeout`` on its LLM.
+    """
+    from ragfunnel.llm.openai import OpenAICompatibleLLM
+
+    if not seconds > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {seconds}")
+    global _server_timeout
+    _server_timeout = float(seconds)
+    for llm in _loaded.values():
+        if isinstance(llm, OpenAICompatibleLLM):
+            llm.set_timeout(_server_timeout)
+
+
+def model_identity(spec: str) -> dict[str, Any]:
+    """What a run config records about a model: the spec, plus the SHA-256 of a local file's weights
+    (hashed once per version of the file) or the server URL and model name. Loads nothing."""
+    scheme, rest = _parse(spec)
+    if scheme == "bundled":
+        return {"spec": spec, "sha256": bundled.get(rest).sha256}  # ensure() refuses any other file
+    if scheme == "openai":
+        url, model = _server(rest)
+        return {"spec": spec, "url": url.rstrip("/"), "model": model}
+    from ragfunnel.llm.fingerprint import file_sha256
+    from ragfunnel.llm.llamacpp import check_gguf_file
+
+    path = Path(rest)
+    check_gguf_file(path)
+    return {"spec": spec, "path": str(path.resolve()), "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def check_backends(specs: Iterable[str]) -> None:
+    """Fail now, in one line, if a model cannot be used: a local file missing or not GGUF (bundled
+    models are also verified), a server that does not answer. Runs call it before writing any row."""
+    for spec in dict.fromkeys(specs):
+        llm = resolve(spec)
+        if hasattr(llm, "check_reachable"):
+            llm.check_reachable()
 
 
 def _attach_caches(llm: LLM) -> None:

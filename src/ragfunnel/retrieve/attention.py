@@ -16,6 +16,10 @@ Reading a GGUF file makes transformers de-quantise every tensor (~40 s for the 0
 the first load saves the converted model as safetensors in the user cache dir
 (``post_ranker/<SHA-256 of the GGUF>/``, with a ``checksums.json`` of every file) and later
 loads read that instead. A damaged entry is rebuilt; an unwritable cache only costs speed.
+
+Models are read from local files only: a Hugging Face name must already be in the local Hugging Face
+cache (offline, transformers would retry the download for about a minute before failing), and a
+file or directory that is not a model is refused before torch is imported.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ from ragfunnel.llm.fingerprint import file_sha256, sha256_of_file
 ATTENTION_NAME = "ragfunnel_last_row"
 DEFAULT_REP_TOKENS = 4  # the paper's best setting in most cases
 CHECKSUMS = "checksums.json"
+POST_RANKERS = ("bundled:NAME, gguf:PATH to a GGUF file, or a causal LM's directory or Hugging Face name "
+                "(config.json and weights)")
+# The weight files transformers looks for in a model directory (single or sharded).
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +69,73 @@ def require_torch():
     except ImportError:
         raise MissingExtra("torch and transformers", "attention") from None
     return torch, transformers
+
+
+def model_directory(spec: str | Path, *, role: str, expected: str) -> Path:
+    """The local directory of the transformers model ``spec``: a directory as given, or the snapshot of a
+    Hugging Face name in the local cache, never the network. A ModelError names what is missing."""
+    path = Path(spec).expanduser()
+    if not path.exists():
+        try:
+            from huggingface_hub import snapshot_download
+            from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+        except ImportError:
+            raise MissingExtra("huggingface_hub", "attention") from None
+        try:
+            path = Path(snapshot_download(str(spec), local_files_only=True))
+        except HFValidationError:
+            raise ModelError(f"{role} {spec} does not exist; pass {expected}") from None
+        except LocalEntryNotFoundError:
+            raise ModelError(f"{role} {spec} is not found locally (no such directory, nor in the Hugging Face "
+                             f"cache); download it once with network access (`hf download {spec}`) or pass a "
+                             "local directory") from None
+    if problem := _not_a_model(path):
+        raise ModelError(f"{role} {path} is not a model directory ({problem}); pass {expected}")
+    return path
+
+
+def _not_a_model(path: Path) -> str | None:
+    """What keeps ``path`` from being a transformers model directory, or None."""
+    if not path.is_dir():
+        return "it is a file"
+    try:
+        config = json.loads((path / "config.json").read_bytes())
+    except FileNotFoundError:
+        return "no config.json"
+    except (OSError, ValueError, RecursionError):
+        return "config.json is not JSON"
+    if not isinstance(config, dict):
+        return "config.json is not a JSON object"
+    if not any((path / name).is_file() for name in MODEL_WEIGHTS):
+        return f"no weights: none of {', '.join(MODEL_WEIGHTS)}"
+    return None
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a path that is not a GGUF file before it is hashed or handed to transformers."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except FileNotFoundError:
+        raise ModelError(f"post-ranker model {path} does not exist; pass a GGUF file path") from None
+    except OSError as e:
+        raise ModelError(f"post-ranker model {path} cannot be read ({e.strerror}); pass a GGUF file path") from None
+    if magic != b"GGUF":
+        raise ModelError(f"post-ranker model {path} is not a GGUF file (it does not start with the bytes GGUF); "
+                         f"pass {POST_RANKERS}")
+
+
+@contextmanager
+def model_load_errors(what: str, expected: str) -> Iterator[None]:
+    """transformers' errors while loading ``what`` as one ModelError line: it raises OSError, ValueError, a
+    safetensors error ... for files that only look like a model."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (OSError, ValueError, SafetensorError) as e:
+        first = next(iter(str(e).splitlines()), "")
+        raise ModelError(f"{what} could not be loaded ({type(e).__name__}: {first}); pass {expected}") from e
 
 
 @contextmanager
@@ -113,17 +189,20 @@ class AttentionPostRanker:
 
     def __init__(self, model: str | Path, *, gguf_file: str | None = None, rep_tokens: int = DEFAULT_REP_TOKENS,
                  threads: int = 2):
+        """``model``: a model directory or Hugging Face name, or with ``gguf_file`` the directory holding it."""
+        if gguf_file is None:
+            model = model_directory(model, role="post-ranker", expected=POST_RANKERS)
         torch, transformers = require_torch()
         _register_attention()
         torch.set_num_threads(threads)
         self.rep_tokens = rep_tokens
-        local = Path(model).exists()  # a local directory never reaches for the network
-        with quiet_transformers():
+        what = f"post-ranker {Path(model, gguf_file or '')}"
+        with quiet_transformers(), model_load_errors(what, POST_RANKERS):
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), gguf_file=gguf_file,
-                                                                        local_files_only=local)
+                                                                        local_files_only=True)
             self.model = transformers.AutoModelForCausalLM.from_pretrained(
                 str(model), gguf_file=gguf_file, attn_implementation=ATTENTION_NAME, dtype=torch.float32,
-                local_files_only=local)
+                local_files_only=True)
         self.model.eval()
 
     @classmethod
@@ -271,7 +350,8 @@ def verify_checked_dir(directory: Path) -> str | None:
 
 
 def load_post_ranker(spec: str, **kwargs) -> AttentionPostRanker:
-    """``bundled:NAME`` or ``gguf:PATH`` (GGUF read by transformers), else a Hugging Face name or directory.
+    """``bundled:NAME`` or ``gguf:PATH`` (GGUF read by transformers), else a model directory or a Hugging Face
+    name already in the local cache.
 
     A GGUF file is converted once and cached (``AttentionPostRanker.from_gguf``); Hugging Face
     checkpoints are already safetensors and load as they are.
@@ -283,7 +363,6 @@ def load_post_ranker(spec: str, **kwargs) -> AttentionPostRanker:
         path = bundled.ensure(rest)  # raises on an unknown name before get() is asked
         return AttentionPostRanker.from_gguf(path, sha256=bundled.get(rest).sha256, **kwargs)
     if sep and scheme == "gguf":
-        if not Path(rest).is_file():
-            raise InputError(f"post-ranker model {rest} does not exist; pass a GGUF file path")
+        check_gguf(Path(rest))
         return AttentionPostRanker.from_gguf(rest, **kwargs)
     return AttentionPostRanker(spec, **kwargs)

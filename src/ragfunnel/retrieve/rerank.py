@@ -4,9 +4,10 @@ Three kinds behind one protocol, chosen by a spec string (:func:`load_pre_ranker
 
 ``minilm``          the bundled all-MiniLM-L6-v2 bi-encoder (cosine of question and document), offline default
 ``llm:SPEC``        an LLM asked, per document, whether it helps answer the question (yes > no)
-anything else       a cross-encoder by Hugging Face name or local directory, e.g. ``BAAI/bge-reranker-v2-m3``
-                    online, or the directory ``ragfunnel funnel distill`` writes (with a ``prior.json``
-                    there, the cross-encoder's logit is added to the weighted bi-encoder cosine)
+anything else       a cross-encoder by local directory or Hugging Face name, e.g. ``BAAI/bge-reranker-v2-m3``
+                    once downloaded (``hf download``; loading never reaches for the network), or the
+                    directory ``ragfunnel funnel distill`` writes (with a ``prior.json`` there, the
+                    cross-encoder's logit is added to the weighted bi-encoder cosine)
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from typing import Protocol
 import numpy as np
 
 from ragfunnel.errors import InputError
-from ragfunnel.retrieve.attention import require_torch
+from ragfunnel.retrieve.attention import model_directory, model_load_errors, require_torch
 from ragfunnel.types import Document
 
 DEFAULT_PRE_RANKER = "minilm"
 CROSS_ENCODER_TOKENS = 256  # question + document, truncated from the document's end
 PRIOR_FILE = "prior.json"  # in a distilled model's directory: the weight of the bi-encoder cosine it corrects
+CROSS_ENCODERS = "a cross-encoder or encoder directory (config.json and weights) or Hugging Face name"
+PRE_RANKERS = ("a cross-encoder directory (as `ragfunnel funnel distill` writes) or Hugging Face name, `minilm`, "
+               "or `llm:SPEC`")
 
 
 class PreRanker(Protocol):
@@ -61,24 +65,23 @@ class BiEncoderPreRanker:
 class CrossEncoderPreRanker:
     """A sequence-classification model reading ``(question, document)`` pairs; its relevance logit is the score.
 
-    Any Hugging Face cross-encoder works (one output logit, or the last of several). A local
-    directory never reaches for the network.
+    Any Hugging Face cross-encoder works (one output logit, or the last of several), read from a
+    local directory or the local Hugging Face cache, never the network.
     """
 
     def __init__(self, model: str | Path, *, max_tokens: int = CROSS_ENCODER_TOKENS, batch_size: int = 16,
                  threads: int = 2, num_labels: int | None = None):
+        directory = model_directory(model, role="cross-encoder", expected=CROSS_ENCODERS)
         torch, transformers = require_torch()
         torch.set_num_threads(threads)
-        local = Path(model).exists()
-        if not local and Path(str(model)).suffix:
-            raise InputError(f"cross-encoder {model} does not exist; pass a model directory or a Hugging Face name")
         self.name = str(model)
         self.max_tokens, self.batch_size = max_tokens, batch_size
-        self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(model), local_files_only=local)
         # num_labels=1 turns a plain encoder (or a two-class model) into a one-logit scorer to train.
         head = {"num_labels": num_labels} if num_labels else {}
-        self.model, loading = transformers.AutoModelForSequenceClassification.from_pretrained(
-            str(model), local_files_only=local, output_loading_info=True, **head)
+        with model_load_errors(f"cross-encoder {directory}", CROSS_ENCODERS):
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+            self.model, loading = transformers.AutoModelForSequenceClassification.from_pretrained(
+                str(directory), local_files_only=True, output_loading_info=True, **head)
         # Weights the checkpoint did not hold (a new scoring head): training gives them a larger step.
         self.new_parameters = {*loading["missing_keys"], *(k[0] if isinstance(k, tuple) else k
                                                           for k in loading["mismatched_keys"])}
@@ -152,9 +155,11 @@ class LLMYesNoPreRanker:
 
 
 def load_pre_ranker(spec: str | Path, *, stored: np.ndarray | None = None) -> PreRanker:
-    """``minilm``, ``llm:MODEL-SPEC``, or a cross-encoder's Hugging Face name or local directory.
+    """``minilm``, ``llm:MODEL-SPEC``, or a cross-encoder's local directory or Hugging Face name.
 
     ``stored``: an index's document vectors (``CorpusIndex.document_vectors``), which ``minilm`` reads.
+    A directory that is not a model, or a name not in the local Hugging Face cache, is refused here,
+    listing the pre-rankers there are, before torch is imported.
     """
     spec = str(spec)
     if spec == "minilm":
@@ -162,6 +167,7 @@ def load_pre_ranker(spec: str | Path, *, stored: np.ndarray | None = None) -> Pr
     if spec.startswith("llm:"):
         return LLMYesNoPreRanker(spec.removeprefix("llm:"))
     weight = read_prior_weight(Path(spec))
+    directory = model_directory(spec, role="pre-ranker", expected=PRE_RANKERS)
     if weight is not None:
-        return PriorCrossEncoderPreRanker(spec, weight=weight, stored=stored)
-    return CrossEncoderPreRanker(spec)
+        return PriorCrossEncoderPreRanker(directory, weight=weight, stored=stored)
+    return CrossEncoderPreRanker(directory)

@@ -245,6 +245,9 @@ def load_fit(path: str | Path) -> AllocationFit:
         return AllocationFit.from_json(data)
     except FileNotFoundError:
         raise InputError(f"{path} does not exist; write a fit with `ragfunnel scale fit RUNDIR --out {path}`") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory; pass the fit file in it that `ragfunnel scale fit` wrote "
+                         "(allocation.json by default)") from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise InputError(f"{path} is not an allocation fit ({type(e).__name__}: {e}); "
                          "write one with `ragfunnel scale fit RUNDIR`") from None

@@ -1,0 +1,46 @@
+"""A stand-in OpenAI-compatible server for tests of runs, not of answers: ``python fake_openai.py PORT SECONDS``.
+
+Every completion replies "Paris" after SECONDS; ``/tokenize`` counts words; ``/v1/models`` lists model
+"m" with an 8,192-token window. It runs as its own process so a test can kill it mid-run and start it again.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+import time
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    delay = 0.0
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def _reply(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self._reply({"data": [{"id": "m", "max_model_len": 8192}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path.endswith("tokenize"):
+            self._reply({"tokens": [0] * len(str(body.get("prompt", body.get("input", ""))).split())})
+            return
+        time.sleep(self.delay)
+        self._reply({"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}] * body.get("n", 1),
+                     "usage": {"prompt_tokens": 10, "completion_tokens": 1}})
+
+
+if __name__ == "__main__":
+    Handler.delay = float(sys.argv[2])
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    print("ready", flush=True)
+    server.serve_forever()

@@ -1,0 +1,199 @@
+"""Long runs as a hostile user meets them: two writers, a server that dies, Ctrl-C, failures, resumes.
+
+The subprocess tests run the real `ragfunnel eval` against ``tests/fake_openai.py``, a stand-in server
+in its own process (it answers "Paris" after a set delay), so a test can kill it and start it again.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ragfunnel.errors import ModelError
+from ragfunnel.eval.runner import load_eval, run_eval
+from ragfunnel.journal import FAILED_FILE, ROWS_FILE
+from ragfunnel.llm import FakeLLM
+from ragfunnel.methods import make_method
+from ragfunnel.types import Example
+from tests.test_cli import RAGFUNNEL
+from tests.test_registry_and_http import free_port
+
+SERVER = Path(__file__).with_name("fake_openai.py")
+
+
+def start_server(port: int, delay: float) -> subprocess.Popen:
+    server = subprocess.Popen([sys.executable, str(SERVER), str(port), str(delay)], stdout=subprocess.PIPE, text=True)
+    assert server.stdout.readline().strip() == "ready"
+    return server
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture
+def dataset(tmp_path) -> Path:
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the capital {i}?", "answers": ["Paris"],
+                                        "context": f"Note {i}. The capital is Paris."}) + "\n" for i in range(12)))
+    return path
+
+
+def start_eval(dataset: Path, out: Path, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(out),
+                             "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--no-cache", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def rows_in(out: Path, name: str = ROWS_FILE) -> list[dict]:
+    path = out / name
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def wait_for_rows(out: Path, n: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while len(rows_in(out)) < n:
+        assert time.monotonic() < deadline, f"fewer than {n} rows after {timeout}s"
+        time.sleep(0.05)
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith(("INFO", "WARNING", "eval "))
+            and "row/s" not in ln and "%|" not in ln]
+
+
+def test_a_second_eval_on_the_same_out_fails_at_once_naming_the_first(dataset, tmp_path):
+    port = free_port()
+    server = start_server(port, 0.2)
+    try:
+        first = start_eval(dataset, tmp_path / "run", port)
+        wait_for_rows(tmp_path / "run", 1)
+        second = subprocess.run([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(tmp_path / "run"),
+                                 "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--no-cache"],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "Traceback" not in second.stderr
+        assert error_lines(second.stderr) == [f"error: {tmp_path / 'run'} is being written by another ragfunnel "
+                                              f"process (PID {first.pid}); wait for it to finish or stop it, or pass "
+                                              "a different --out"]
+        assert first.wait(60) == 0
+    finally:
+        stop(server)
+    ids = [r["example_id"] for r in rows_in(tmp_path / "run")]
+    assert sorted(ids) == sorted(f"q{i}" for i in range(12))  # each pair exactly once
+
+
+def test_a_server_down_from_the_start_stops_the_run_before_any_row(dataset, tmp_path):
+    result = subprocess.run([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(tmp_path / "run"),
+                             "--strong", f"openai:http://127.0.0.1:{free_port()}/v1#m", "--no-cache"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = error_lines(result.stderr)
+    assert line.startswith("error: ") and "127.0.0.1" in line and "0 rows saved" in line
+    assert rows_in(tmp_path / "run") == [] and rows_in(tmp_path / "run", FAILED_FILE) == []
+
+
+def test_a_server_killed_mid_run_then_restarted_loses_and_repeats_nothing(dataset, tmp_path):
+    port = free_port()
+    server = start_server(port, 0.1)
+    run = start_eval(dataset, tmp_path / "run", port)
+    wait_for_rows(tmp_path / "run", 3)
+    stop(server)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 1, stderr
+    (line,) = error_lines(stderr)
+    saved = len(rows_in(tmp_path / "run"))
+    assert 3 <= saved < 12 and f"{saved} rows saved in {tmp_path / 'run'}; re-run to resume" in line
+    assert rows_in(tmp_path / "run", FAILED_FILE) == []  # the server's outage is no pair's failure
+    server = start_server(port, 0.0)
+    try:
+        again = start_eval(dataset, tmp_path / "run", port)
+        assert again.wait(120) == 0, again.stderr.read()
+    finally:
+        stop(server)
+    ids = [r["example_id"] for r in rows_in(tmp_path / "run")]
+    assert sorted(ids) == sorted(f"q{i}" for i in range(12))
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_ctrl_c_stops_eval_promptly_keeping_every_finished_row(dataset, tmp_path, workers):
+    port = free_port()
+    server = start_server(port, 1.0)
+    try:
+        run = start_eval(dataset, tmp_path / "run", port, "--workers", workers)
+        wait_for_rows(tmp_path / "run", 2)
+        sent = time.monotonic()
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        stop(server)
+    saved = len(rows_in(tmp_path / "run"))
+    assert run.returncode == 130 and took < 3.0, (took, stderr)
+    assert error_lines(stderr)[-1] == f"interrupted: {saved} rows saved in {tmp_path / 'run'}; re-run to resume"
+    assert 2 <= saved < 12
+
+
+def test_sigterm_stops_eval_like_ctrl_c(dataset, tmp_path):
+    port = free_port()
+    server = start_server(port, 1.0)
+    try:
+        run = start_eval(dataset, tmp_path / "run", port)
+        wait_for_rows(tmp_path / "run", 1)
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=30)
+    finally:
+        stop(server)
+    assert run.returncode == 130 and error_lines(stderr)[-1].startswith("interrupted: ")
+
+
+def flaky_methods(fail_until: list[int]):
+    """lc whose model fails (a ModelError: the pair's failure) on its first ``fail_until[0]`` calls."""
+    calls = []
+
+    def reply(prompt, i):
+        calls.append(1)
+        if len(calls) <= fail_until[0]:
+            raise ModelError("the model crashed")
+        return "Paris"
+
+    return {"lc": make_method("lc", strong=FakeLLM(reply))}
+
+
+def examples(n):
+    return [Example(id=f"e{i}", question="Capital?", context="The capital is Paris.", answers=["Paris"])
+            for i in range(n)]
+
+
+def test_failed_pairs_are_kept_apart_and_retried_on_resume(tmp_path):
+    first = run_eval(examples(3), flaky_methods([2]), tmp_path, config={}, progress=False)
+    assert [r.error for r in first.rows].count("the model crashed") == 2
+    assert len(rows_in(tmp_path)) == 1 and len(rows_in(tmp_path, FAILED_FILE)) == 2
+    kept = run_eval(examples(3), flaky_methods([5]), tmp_path, config={}, progress=False, retry_failed=False)
+    assert kept.written == 0  # --no-retry-failed leaves them failed
+    again = run_eval(examples(3), flaky_methods([0]), tmp_path, config={}, progress=False)
+    assert again.written == 2 and all(r.error is None for r in again.rows)
+    assert sorted(r["example_id"] for r in rows_in(tmp_path)) == ["e0", "e1", "e2"]  # each once, failures apart
+    assert sorted(r.key for r in load_eval(tmp_path).rows) == [("e0", "lc"), ("e1", "lc"), ("e2", "lc")]
+
+
+def test_a_run_whose_pairs_all_failed_exits_non_zero(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "Capital?", "answers": ["Paris"], "context": "The capital is Paris."}))
+    port = free_port()
+    server = start_server(port, 0.0)
+    try:
+        result = subprocess.run([RAGFUNNEL, "eval", str(data), "--methods", "op", "--budget", "1",
+                                 "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--no-cache",
+                                 "--out", str(tmp_path / "run")], capture_output=True, text=True, timeout=60)
+    finally:
+        stop(server)
+    assert result.returncode == 1
+    assert error_lines(result.stderr)[-1].startswith("error: every pair failed (1, kept in ")
+    assert "smaller than one chunk" in error_lines(result.stderr)[-1]
