@@ -98,7 +98,10 @@ def test_a_damaged_config_json_is_named(tmp_path, dataset):
     run = tmp_path / "run"
     run.mkdir()
     damage(run / "config.json")
-    one_line(invoke("eval", dataset, "--methods", "op", "--out", run), f"{run / 'config.json'} is damaged")
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF" + bytes(60))  # passes the file check; never loaded, the run stops before
+    one_line(invoke("eval", dataset, "--methods", "op", "--strong", f"gguf:{model}", "--out", run),
+             f"{run / 'config.json'} is damaged")
     one_line(invoke("report", run), f"{run / 'config.json'} is damaged")
     one_line(invoke("scale", "fit", run), f"{run / 'config.json'} is damaged")
     (run / "config.json").write_text("[1, 2]")

