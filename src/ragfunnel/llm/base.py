@@ -77,6 +77,11 @@ class LLM(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
+    @property
+    def fingerprint(self) -> str:
+        """What identifies the weights: the SHA-256 of a local file, a server's URL and model name."""
+        ...
+
 
 class TransientError(Exception):
     """Raised by a backend for failures worth retrying (timeouts, 429, 5xx)."""

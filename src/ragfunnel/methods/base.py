@@ -135,7 +135,8 @@ def timed_call(
         input_tokens=completion.prompt_tokens,
         output_tokens=completion.completion_tokens,
         n_out=1,
-        detail={"model": llm.name, "finish_reason": completion.finish_reason, "cached": completion.cached,
+        detail={"model": llm.name, "weights": llm.fingerprint, "finish_reason": completion.finish_reason,
+                "cached": completion.cached,
                 **prefix_detail(llm, completion, keep_prefix)},
     )
     return completion, trace
