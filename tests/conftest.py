@@ -1,4 +1,4 @@
-"""Shared fixtures. Tests marked ``model`` load real bundled models (see tests/test_models_*.py)."""
+"""Shared fixtures. Tests marked ``model`` load real bundled models; every other test is marked ``unit``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,13 @@ import pytest
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that loads no model is a unit test: ``pytest -m unit`` runs them alone."""
+    for item in items:
+        if item.get_closest_marker("model") is None:
+            item.add_marker(pytest.mark.unit)
 
 
 @pytest.fixture(scope="session")

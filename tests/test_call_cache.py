@@ -245,7 +245,6 @@ def test_the_registry_attaches_the_cache_and_the_switch_detaches_it(tmp_path):
 def test_ask_records_cache_hits_and_no_cache_bypasses_them(tmp_path):
     fake = FakeLLM(lambda prompt, i: "Paris")
     fake.call_cache = default_call_cache()
-    registry._loaded["fake:strong"] = fake
     context = tmp_path / "context.txt"
     context.write_text("The capital of France is Paris.")
     args = ["ask", "What is the capital of France?", "--context", str(context), "--method", "lc",
@@ -255,10 +254,11 @@ def test_ask_records_cache_hits_and_no_cache_bypasses_them(tmp_path):
         assert result.exit_code == 0, result.output
         return [s["detail"] for s in json.loads(result.stdout)["trace"]["stages"] if "cached" in s["detail"]]
 
-    first, second = (stage_details(CliRunner().invoke(main, args)) for _ in range(2))
-    assert [d["cached"] for d in first] == [False] and [d["cached"] for d in second] == [True]
-    assert len(fake.calls) == 1
-    bypassed = stage_details(CliRunner().invoke(main, [*args, "--no-cache"]))
+    with registry.registered("fake:strong", fake):
+        first, second = (stage_details(CliRunner().invoke(main, args)) for _ in range(2))
+        assert [d["cached"] for d in first] == [False] and [d["cached"] for d in second] == [True]
+        assert len(fake.calls) == 1
+        bypassed = stage_details(CliRunner().invoke(main, [*args, "--no-cache"]))
     assert [d["cached"] for d in bypassed] == [False] and len(fake.calls) == 2 and fake.call_cache is None
 
 

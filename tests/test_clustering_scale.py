@@ -4,7 +4,6 @@ import random
 import re
 from fractions import Fraction
 
-import networkx as nx
 import numpy as np
 import pytest
 
@@ -18,6 +17,8 @@ from ragfunnel.corpus.clustering import (
 from ragfunnel.corpus.graph import RelationGraph, relation_graph
 from ragfunnel.errors import InputError
 from ragfunnel.types import Document
+
+nx = pytest.importorskip("networkx", reason="needs the [corpus] extra")
 
 
 def reference_clusters(graph: nx.Graph, sizes: list[int], max_size: int) -> list[list[int]]:

@@ -2,7 +2,6 @@
 
 import json
 
-import networkx as nx
 import pytest
 
 from ragfunnel.corpus import load_corpus
@@ -12,6 +11,8 @@ from ragfunnel.corpus.index import CorpusIndex, build_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Document
 from tests.conftest import SHARED
+
+nx = pytest.importorskip("networkx", reason="needs the [corpus] extra")
 
 WIKI = SHARED / "wikipedia_links_gensim" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 

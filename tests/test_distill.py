@@ -73,6 +73,7 @@ def test_labels_are_collected_once_per_question_and_resume(tmp_path):
 
 
 def test_training_needs_a_question_with_both_kinds_of_document(tmp_path):
+    pytest.importorskip("torch", reason="needs the [attention] extra")
     only_positive = Labelled("q", "Q?", ["A"], ["text"], [1.0], [True], [True])
     with pytest.raises(InputError, match="both a positive and a negative"):
         train_pre_ranker([only_positive], init="unused", out=tmp_path)

@@ -75,6 +75,7 @@ def test_contains_answer_respects_word_boundaries():
 
 
 def test_rouge_l_hand_computed():
+    pytest.importorskip("rouge_score", reason="needs the [eval] extra")
     # LCS of "the cat sat on the mat" and "the cat is on the mat" is 5 of 6 tokens each way.
     assert rouge_l("the cat is on the mat", "the cat sat on the mat") == pytest.approx(5 / 6)
     assert rouge_l("", "something") == 0.0

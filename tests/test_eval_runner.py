@@ -31,6 +31,7 @@ def methods(reply="Paris"):
 
 
 def test_score_by_task():
+    pytest.importorskip("rouge_score", reason="needs the [eval] extra")
     qa = Example(id="1", question="q", answers=["the Eiffel Tower", "Eiffel"])
     assert score(qa, "Eiffel Tower") == {"f1": 1.0, "em": 1.0, "accuracy": 1.0}
     choice = Example(id="2", question="q", answers=["B"], choices=["x", "y"], task="choice")
@@ -107,8 +108,8 @@ def test_resume_after_sigkill_yields_exactly_one_row_per_pair(tmp_path):
     assert len(pairs) == 80 and len(set(pairs)) == 80
 
 
-def test_every_pair_starts_with_cold_prompt_caches(tmp_path, monkeypatch):
-    from ragfunnel.llm import registry
+def test_every_pair_starts_with_cold_prompt_caches(tmp_path):
+    from ragfunnel.llm.registry import registered
 
     class Cached(FakeLLM):
         resets = 0
@@ -116,8 +117,8 @@ def test_every_pair_starts_with_cold_prompt_caches(tmp_path, monkeypatch):
         def reset(self):
             Cached.resets += 1
 
-    monkeypatch.setitem(registry._loaded, "fake:cached", Cached(lambda prompt, i: "Paris"))
-    run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
+    with registered("fake:cached", Cached(lambda prompt, i: "Paris")):
+        run_eval(examples(2), methods(), tmp_path, config={}, progress=False)
     assert Cached.resets == 4  # 2 examples x 2 methods
 
 

@@ -130,6 +130,7 @@ def test_plan_with_a_directory_for_fit_is_named(tmp_path):
 
 
 def test_read_only_commands_never_cut_a_live_runs_last_line(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     run = write_run(tmp_path / "run", DRAG_GRID)
     with (run / "rows.jsonl").open("a") as f:
         f.write('{"example_id": "q9", "strat')  # the grid is half-way through writing its next row

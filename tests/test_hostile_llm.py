@@ -204,6 +204,7 @@ def hung_server():
 
 
 def test_a_hung_server_costs_about_the_timeout_not_four_of_them(hung_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     llm = OpenAICompatibleLLM(hung_server, "m", timeout=1)
     started = time.monotonic()
     with pytest.raises(BackendUnavailable) as e:
@@ -213,6 +214,7 @@ def test_a_hung_server_costs_about_the_timeout_not_four_of_them(hung_server):
 
 
 def test_set_server_timeout_reaches_models_resolved_before_and_after(hung_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     before = registry.resolve(f"openai:{hung_server}#a")
     registry.set_server_timeout(1.0)
     after = registry.resolve(f"openai:{hung_server}#b")
@@ -227,6 +229,7 @@ def test_set_server_timeout_reaches_models_resolved_before_and_after(hung_server
 
 
 def test_check_backends_names_a_closed_port_and_the_fix():
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     url = f"http://127.0.0.1:{free_port()}/v1"
     started = time.monotonic()
     with pytest.raises(BackendUnavailable) as e:
@@ -236,6 +239,7 @@ def test_check_backends_names_a_closed_port_and_the_fix():
 
 
 def test_check_backends_gives_up_on_a_hung_server(hung_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     registry.set_server_timeout(1.0)
     started = time.monotonic()
     with pytest.raises(BackendUnavailable, match="did not answer"):
@@ -267,12 +271,14 @@ def models_server():
 
 
 def test_check_backends_passes_live_servers_and_checks_local_files(models_server, tmp_path):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     registry.check_backends([f"openai:{models_server}#m", f"gguf:{gguf_file(tmp_path)}"])
     with pytest.raises(ModelError, match="not a GGUF file"):
         registry.check_backends([f"gguf:{not_a_gguf(tmp_path, 'text')}"])
 
 
 def test_check_backends_reports_a_rejected_api_key(models_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Models.status = 401
     with pytest.raises(BackendUnavailable, match="OPENAI_API_KEY"):
         registry.check_backends([f"openai:{models_server}#m"])

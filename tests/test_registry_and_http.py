@@ -50,6 +50,7 @@ def test_corrupt_gguf_file_is_a_model_error(tmp_path):
 
 
 def test_unreachable_server_is_backend_unavailable():
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=1, timeout=2)
     llm.backoff_seconds = 0.01
     with pytest.raises(BackendUnavailable, match="cannot connect"):
@@ -99,6 +100,7 @@ def flaky_server():
 
 
 def test_transient_failures_are_retried_then_succeed(flaky_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Flaky.fail_first = 2
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m", max_retries=3)
     llm.backoff_seconds = 0.01
@@ -107,6 +109,7 @@ def test_transient_failures_are_retried_then_succeed(flaky_server):
 
 
 def test_persistent_failure_gives_up_with_a_clear_error(flaky_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Flaky.fail_first = 100
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m", max_retries=2)
     llm.backoff_seconds = 0.01
@@ -116,6 +119,7 @@ def test_persistent_failure_gives_up_with_a_clear_error(flaky_server):
 
 
 def test_server_ignoring_n_gets_follow_up_requests(flaky_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Flaky.fail_first = 0
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m")
     (outs,) = llm.generate(["hi"], n=3, temperature=1.0, seed=10)
@@ -125,6 +129,7 @@ def test_server_ignoring_n_gets_follow_up_requests(flaky_server):
 
 
 def test_a_server_that_refuses_grammars_is_asked_again_without_one(flaky_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Flaky.refuse_grammar = True
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m")
     (first,) = llm.generate(["hi"], grammar='root ::= "Follow up: " [a-z]+')

@@ -31,6 +31,7 @@ def make_run(path, budget, n=3):
 
 
 def test_report_renders_tables_and_non_empty_plots(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     make_run(tmp_path / "b20", 20)
     make_run(tmp_path / "b60", 60)
     files = write_report([tmp_path / "b20", tmp_path / "b60"], tmp_path / "out")
@@ -54,6 +55,7 @@ def test_report_of_a_non_run_directory(tmp_path):
 
 
 def test_report_names_the_valid_metrics(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     make_run(tmp_path / "b20", 20)
     with pytest.raises(ConfigError, match="valid metrics: f1, em, accuracy, rouge_l"):
         write_report([tmp_path / "b20"], tmp_path / "out", metric="bleu")
@@ -64,6 +66,7 @@ def test_report_names_the_valid_metrics(tmp_path):
 
 
 def test_a_report_during_a_run_does_not_cut_the_row_being_written(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     make_run(tmp_path / "b20", 20)
     rows = tmp_path / "b20" / ROWS_FILE
     with rows.open("a") as f:

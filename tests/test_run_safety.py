@@ -41,6 +41,8 @@ def stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def dataset(tmp_path) -> Path:
+    """Twelve questions for `ragfunnel eval --strong openai:...` (the subprocess needs the [openai] extra)."""
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     path = tmp_path / "questions.jsonl"
     path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the capital {i}?", "answers": ["Paris"],
                                         "context": f"Note {i}. The capital is Paris."}) + "\n" for i in range(12)))
@@ -202,6 +204,7 @@ def test_failed_pairs_are_kept_apart_and_retried_on_resume(tmp_path):
 
 
 def test_a_run_whose_pairs_all_failed_exits_non_zero(tmp_path):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"question": "Capital?", "answers": ["Paris"], "context": "The capital is Paris."}))
     port = free_port()

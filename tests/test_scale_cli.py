@@ -9,6 +9,7 @@ from click.testing import CliRunner
 from ragfunnel.cli.scale import _first_call_sizes, plan, scale
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import FakeLLM
+from ragfunnel.llm.registry import registered
 from ragfunnel.scaling.grid import Config, default_grid
 from ragfunnel.types import Prediction, Trace
 
@@ -43,6 +44,7 @@ def write_run(run_dir, configs, budgets=(1000, 4000)):
 
 
 def test_fit_prints_the_parameters_and_writes_json_and_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     run = write_run(tmp_path / "run", DRAG_GRID)
     result = CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1"])
     assert result.exit_code == 0, result.output
@@ -61,6 +63,7 @@ def test_fit_prints_the_parameters_and_writes_json_and_png(tmp_path):
 
 
 def test_plan_prints_the_predicted_best_theta(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     run = write_run(tmp_path / "run", DRAG_GRID)
     out = tmp_path / "fit.json"
     assert CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1", "--out", str(out)]).exit_code == 0
@@ -87,6 +90,7 @@ def test_plan_on_a_budget_below_every_configuration_is_one_line(tmp_path):
 
 
 def test_summary_writes_the_optimal_table_and_plot(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     run = write_run(tmp_path / "run", DRAG_GRID)
     result = CliRunner().invoke(scale, ["summary", str(run), "--metric", "f1"])
     assert result.exit_code == 0, result.output
@@ -161,18 +165,18 @@ def grid_inputs(tmp_path):
     return dataset, demos
 
 
-def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path, monkeypatch):
+def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     pytest.importorskip("ragfunnel.methods.drag")  # the DRAG and IterDRAG classes the grid runs
-    import ragfunnel.llm.registry as registry
-
     dataset, demos = grid_inputs(tmp_path)
     # Right exactly when the Paris document is in the prompt (k >= 1), in self-ask form so IterDRAG stops.
     fake = FakeLLM(lambda prompt, i: "So the final answer is: " + ("Paris" if "largest city" in prompt else "Lyon"))
-    monkeypatch.setattr(registry, "resolve", lambda spec: fake)
     run = tmp_path / "run"
     args = ["grid", str(dataset), "--index", str(tmp_path / "ix"), "--out", str(run), "--budgets", "2k,4k",
-            "--documents", "0,1,2", "--shots", "0,1", "--iterations", "1,2", "--demonstrations", str(demos)]
-    result = CliRunner().invoke(scale, args)
+            "--documents", "0,1,2", "--shots", "0,1", "--iterations", "1,2", "--demonstrations", str(demos),
+            "--model", "fake:grid"]
+    with registered("fake:grid", fake):
+        result = CliRunner().invoke(scale, args)
     assert result.exit_code == 0, result.output
     lines = (run / "rows.jsonl").read_text().splitlines()
     assert len(lines) == (6 + 12) * 3  # 6 one-call and 12 IterDRAG configurations, 3 questions each
@@ -180,9 +184,9 @@ def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path, monkeypatch):
     rows = [json.loads(x) for x in lines]
     assert all(r["metrics"]["accuracy"] == (1.0 if r["documents"] else 0.0) for r in rows)
     assert "| 2k | **best** (" in (run / "optimal.md").read_text() and (run / "quality_vs_context.png").exists()
-    again = CliRunner().invoke(scale, args)  # everything is done: nothing is answered twice
-    assert again.exit_code == 0 and len(fake.calls) == len(lines)
-
-    tiny = CliRunner().invoke(scale, [*args[:5], str(tmp_path / "run2"), "--budgets", "5", *args[8:]])
+    with registered("fake:grid", fake):
+        again = CliRunner().invoke(scale, args)  # everything is done: nothing is answered twice
+        assert again.exit_code == 0 and len(fake.calls) == len(lines)
+        tiny = CliRunner().invoke(scale, [*args[:5], str(tmp_path / "run2"), "--budgets", "5", *args[8:]])
     assert tiny.exit_code == 1
     assert "a budget of 5 tokens is smaller than any configuration; the smallest that fits is" in tiny.output

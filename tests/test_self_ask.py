@@ -200,6 +200,7 @@ def openai_server():
 
 
 def test_openai_backend_sends_the_grammar_only_when_given(openai_server):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
     llm = OpenAICompatibleLLM(openai_server, "m")
     llm.generate(["hi"], grammar=INTERMEDIATE_GRAMMAR)
     llm.generate(["hi"])

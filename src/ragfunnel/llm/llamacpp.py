@@ -147,13 +147,12 @@ class LlamaCppLLM(BaseLLM):
     def warm_up(self) -> None:
         if self._llama is not None:
             return
+        check_gguf_file(self.model_path)  # a wrong path is named even where llama.cpp is not installed
         try:
             from llama_cpp import Llama
             from llama_cpp.llama_chat_format import Jinja2ChatFormatter
         except ImportError:
             raise MissingExtra("llama_cpp", "llamacpp") from None
-        if not self.model_path.is_file():
-            raise ModelError(f"model file {self.model_path} does not exist; check the path or run `ragfunnel models`")
         started = time.perf_counter()
         try:
             self._n_ctx = min(self._n_ctx, _trained_context(self.model_path) or self._n_ctx)

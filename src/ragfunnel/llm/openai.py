@@ -131,9 +131,9 @@ class OpenAICompatibleLLM(BaseLLM):
 
     def _post(self, path: str, payload: dict[str, Any], *, root: bool = False) -> dict[str, Any]:
         """POST JSON; network errors and retryable statuses become TransientError."""
+        self.warm_up()  # first: without httpx it raises MissingExtra
         import httpx
 
-        self.warm_up()
         url = (self._server_root() if root else self.base_url) + path
         timeouts = self._timeouts()
         try:
@@ -228,6 +228,8 @@ class OpenAICompatibleLLM(BaseLLM):
                                        root=True)
                 else:  # llama.cpp server
                     reply = self._post(route, {"input": text}, root=True)
+            except MissingExtra:
+                raise
             except BackendUnavailable:
                 continue
             except TransientError as e:

@@ -10,7 +10,8 @@ Hugging Face hub names are no specs: nothing here downloads weights.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ def _openai(rest: str) -> LLM:
 SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "openai": _openai}
 
 _loaded: dict[str, LLM] = {}
+_registered: dict[str, LLM] = {}  # specs given their model object with :func:`registered`
 _disk_caches = True
 _server_timeout: float | None = None  # None: each server backend's own defaults
 _HUB_NAME = re.compile(r"[\w.-]+/[\w.-]+")  # owner/name, as people copy it from the hub
@@ -89,6 +91,20 @@ def resolve(spec: str | LLM) -> LLM:
     _attach_caches(llm)
     _loaded[spec] = llm
     return llm
+
+
+@contextmanager
+def registered(spec: str, llm: LLM) -> Iterator[LLM]:
+    """Within the block, ``spec`` resolves to ``llm``: a model object of your own (a custom backend, a
+    scripted model in a test) reached through code that takes spec strings, such as the CLI's options."""
+    if spec in _registered:
+        raise ConfigError(f"model spec {spec!r} is already registered")
+    _registered[spec] = _loaded[spec] = llm
+    try:
+        yield llm
+    finally:
+        del _registered[spec]
+        _loaded.pop(spec, None)
 
 
 def set_disk_caches(enabled: bool) -> None:
@@ -130,6 +146,8 @@ def set_server_timeout(seconds: float) -> None:
 def model_identity(spec: str) -> dict[str, Any]:
     """What a run config records about a model: the spec, plus the SHA-256 of a local file's weights
     (hashed once per version of the file) or the server URL and model name. Loads nothing."""
+    if spec in _registered:
+        return {"spec": spec, "fingerprint": _registered[spec].fingerprint}
     scheme, rest = _parse(spec)
     if scheme == "bundled":
         return {"spec": spec, "sha256": bundled.get(rest).sha256}  # ensure() refuses any other file
