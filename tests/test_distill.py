@@ -150,3 +150,27 @@ def test_a_corrupted_prior_file_is_named(tmp_path):
     (tmp_path / PRIOR_FILE).write_text('{"weight": "ten"}')
     with pytest.raises(InputError, match="prior.json is corrupted"):
         load_pre_ranker(tmp_path)
+
+
+def test_ctrl_c_while_labelling_keeps_the_finished_labels(tmp_path, monkeypatch):
+    from ragfunnel.errors import Interrupted
+    from ragfunnel.retrieve import distill
+
+    build_index(DOCS, tmp_path / "ix", source="test")
+    retriever = FunnelRetriever(CorpusIndex(tmp_path / "ix"), pre_ranker=WordOverlap(), post_ranker=WordOverlap(),
+                                top_clusters=4, top_documents=3, passage_words=8)
+    examples = [Example("q1", "Who kept the Gull Rock light?", answers=["Martha Quill"]),
+                Example("q2", "How often does the island ferry run?", answers=["twice daily"])]
+    label = distill.label_question
+
+    def second_is_interrupted(retriever, example, **kw):
+        if example.id == "q2":
+            raise KeyboardInterrupt  # Ctrl-C while the second question is labelled
+        return label(retriever, example, **kw)
+
+    monkeypatch.setattr(distill, "label_question", second_is_interrupted)
+    path = tmp_path / "labels.jsonl"
+    with pytest.raises(Interrupted, match=rf"^interrupted: 1 rows saved in {path}; re-run to resume$"):
+        collect_labels(retriever, examples, path, top_k=1, progress=False)
+    monkeypatch.setattr(distill, "label_question", label)
+    assert [x.example_id for x in collect_labels(retriever, examples, path, top_k=1, progress=False)] == ["q1", "q2"]

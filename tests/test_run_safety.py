@@ -218,3 +218,68 @@ def test_a_run_whose_pairs_all_failed_exits_non_zero(tmp_path):
     assert result.returncode == 1
     assert error_lines(result.stderr)[-1].startswith("error: every pair failed (1, kept in ")
     assert "smaller than one chunk" in error_lines(result.stderr)[-1]
+
+
+def stops_on_call(n: int):
+    """A callable that raises KeyboardInterrupt (as Ctrl-C does) on its ``n``-th call, else returns None."""
+    calls = []
+
+    def call(*args):
+        calls.append(1)
+        if len(calls) == n:
+            raise KeyboardInterrupt
+
+    return call
+
+
+def test_ctrl_c_in_a_grid_keeps_the_finished_answers(tmp_path):
+    from ragfunnel.errors import Interrupted
+    from ragfunnel.scaling.grid import run_grid
+    from tests.test_grid import CONFIGS, FakeMethod
+    from tests.test_grid import examples as grid_examples
+
+    interrupt = stops_on_call(3)
+
+    class Stoppable(FakeMethod):
+        def run(self, question):
+            interrupt()
+            return super().run(question)
+
+    with pytest.raises(Interrupted, match=rf"^interrupted: 2 rows saved in {tmp_path}; re-run to resume$"):
+        run_grid(grid_examples(2), CONFIGS, Stoppable, tmp_path, config_meta={}, progress=False)
+    assert len(rows_in(tmp_path)) == 2
+    again = run_grid(grid_examples(2), CONFIGS, FakeMethod, tmp_path, config_meta={}, progress=False)
+    assert again.written == 4 and len(rows_in(tmp_path)) == 6
+
+
+def test_ctrl_c_while_making_demonstrations_keeps_the_finished_ones(tmp_path):
+    from ragfunnel.errors import Interrupted
+    from ragfunnel.scaling.demonstrations import Demonstration, extend_demonstrations, load_demonstrations
+
+    interrupt = stops_on_call(3)
+
+    def attempt(example):
+        interrupt()
+        return Demonstration(example.question, "Paris", id=example.id), "kept"
+
+    out = tmp_path / "demos.jsonl"
+    with pytest.raises(Interrupted, match=rf"^interrupted: 2 rows saved in {out}; re-run to resume$"):
+        extend_demonstrations(examples(4), out, attempt, progress=False)
+    assert [d.id for d in load_demonstrations(out)] == ["e0", "e1"]
+    made = extend_demonstrations(examples(4), out, lambda e: (Demonstration(e.question, "Paris", id=e.id), "kept"),
+                                 progress=False)
+    assert [d.id for d in made] == ["e0", "e1", "e2", "e3"]
+
+
+def test_two_writers_of_one_demonstrations_file_are_refused(tmp_path):
+    from ragfunnel.errors import RunBusy
+    from ragfunnel.scaling.demonstrations import Demonstration, extend_demonstrations
+
+    out = tmp_path / "demos.jsonl"
+
+    def attempt(example):  # a second process starts while the first is still at work
+        with pytest.raises(RunBusy, match=rf"{out} is being written by another ragfunnel process \(PID \d+\)"):
+            extend_demonstrations(examples(1), out, lambda e: (None, "unused"), progress=False)
+        return Demonstration(example.question, "Paris", id=example.id), "kept"
+
+    assert len(extend_demonstrations(examples(2), out, attempt, progress=False)) == 2

@@ -38,7 +38,8 @@ def build_long_context(
         chosen.append(p)
         words += p.n_words
     if words < target_words:
-        raise InputError(f"the pool holds only {words} words; lower target_words below that or add passages")
+        raise InputError(f"the pool holds only {words} words; lower --context-words (target_words) below that "
+                         "or add passages")
     order = list(range(len(chosen)))
     rng.shuffle(order)
     passages = [chosen[i] for i in order]

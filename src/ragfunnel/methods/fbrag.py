@@ -95,7 +95,7 @@ class FBRAG:
             raise ConfigError(f"budget must be at least 1 token, got {budget}")
         stage1_budget = default_stage1_budget(budget) if stage1_budget is None else stage1_budget
         if stage1_budget < budget:
-            raise ConfigError(f"stage1_budget ({stage1_budget}) is smaller than the final budget ({budget}); "
+            raise ConfigError(f"--stage1-budget {stage1_budget} is smaller than --budget {budget}; "
                               "Stage I should keep more context than Stage III reads")
         self.light, self.strong = light, strong
         self.task = check_task(task)

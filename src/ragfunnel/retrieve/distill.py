@@ -170,7 +170,7 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
                 out.append(asdict(labelled))
                 done[example.id] = labelled
         except KeyboardInterrupt:
-            raise Interrupted(f"interrupted: {len(done)} questions labelled in {path}; re-run to resume") from None
+            raise Interrupted(f"interrupted: {len(done)} rows saved in {path}; re-run to resume") from None
         finally:
             out.close()
     return [done[e.id] for e in examples if e.id in done]

@@ -268,7 +268,7 @@ def extend_demonstrations(examples: Sequence[Example], out: str | Path,
                     attempts.append({"id": example.id, "kept": demo is not None, "why": why})
                     bar.set_postfix(kept=len(kept))
         except KeyboardInterrupt:
-            raise Interrupted(f"interrupted: {len(kept)} demonstrations saved in {out}; re-run to resume") from None
+            raise Interrupted(f"interrupted: {len(kept)} rows saved in {out}; re-run to resume") from None
         finally:
             demos.close()
             attempts.close()
