@@ -64,7 +64,7 @@ def test_lengthen_hides_an_examples_own_passages_and_needs_them():
 
 
 def test_long_context_pool_too_small():
-    with pytest.raises(InputError, match="lower target_words"):
+    with pytest.raises(InputError, match=r"lower --context-words \(target_words\)"):
         build_long_context([Document("a", "A", "a b c")], [Document("b", "B", "d e f")], target_words=1000)
 
 
