@@ -90,7 +90,7 @@ def test_drag_orders_shots_then_reversed_test_documents_then_question(index):
 
 
 @pytest.mark.parametrize("options, error, match", [
-    ({"shots": 3}, ConfigError, "3 shots need 3 demonstrations but only 1 were given; lower shots to at most 1"),
+    ({"shots": 3}, ConfigError, r"--shots 3 needs 3 demonstrations but only 1 were given .*lower --shots to at most 1"),
     ({"shots": -1}, ConfigError, "shots must be >= 0, got -1"),
     ({"documents": -2}, ConfigError, r"documents \(k\) must be >= 0, got -2"),
     ({"task": "summary"}, ConfigError, "task 'summary' is not one of qa, multihop"),

@@ -285,7 +285,7 @@ def test_a_path_that_is_no_hugging_face_name_does_not_exist(tmp_path, no_network
 @pytest.mark.parametrize("content, match", [
     (b"just some text, not a model\n", "is not a GGUF file"),
     (b"", "is not a GGUF file"),
-    (None, "does not exist; pass a GGUF file path"),
+    (None, "does not exist; check the path"),
 ])
 def test_a_gguf_post_ranker_that_is_not_gguf_is_named(tmp_path, monkeypatch, no_network, content, match):
     from ragfunnel.retrieve.attention import load_post_ranker
@@ -294,7 +294,7 @@ def test_a_gguf_post_ranker_that_is_not_gguf_is_named(tmp_path, monkeypatch, no_
     path = tmp_path / "model.gguf"
     if content is not None:
         path.write_bytes(content)
-    with pytest.raises(ModelError, match=f"post-ranker model {path} {match}") as error:
+    with pytest.raises(ModelError, match=rf"post-ranker: (model file )?{path} {match}") as error:
         load_post_ranker(f"gguf:{path}")
     one_line(error)
 
@@ -302,7 +302,7 @@ def test_a_gguf_post_ranker_that_is_not_gguf_is_named(tmp_path, monkeypatch, no_
 def test_a_gguf_post_ranker_that_is_a_directory_is_named(tmp_path, no_network):
     from ragfunnel.retrieve.attention import load_post_ranker
 
-    with pytest.raises(ModelError, match=f"post-ranker model {tmp_path} cannot be read"):
+    with pytest.raises(ModelError, match=f"post-ranker: model file {tmp_path} is a directory"):
         load_post_ranker(f"gguf:{tmp_path}")
 
 

@@ -6,11 +6,13 @@ in its own process (it answers "Paris" after a set delay), so a test can kill it
 
 from __future__ import annotations
 
+import http.server
 import json
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from ragfunnel.errors import ModelError
 from ragfunnel.eval.runner import load_eval, run_eval
 from ragfunnel.journal import FAILED_FILE, ROWS_FILE
 from ragfunnel.llm import FakeLLM
+from ragfunnel.llm.openai import OpenAICompatibleLLM
 from ragfunnel.methods import make_method
 from ragfunnel.types import Example
 from tests.test_cli import RAGFUNNEL
@@ -283,3 +286,77 @@ def test_two_writers_of_one_demonstrations_file_are_refused(tmp_path):
         return Demonstration(example.question, "Paris", id=example.id), "kept"
 
     assert len(extend_demonstrations(examples(2), out, attempt, progress=False)) == 2
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """A server that refuses one prompt (HTTP 400, as vLLM does for a prompt over its window) and
+    answers every other."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):  # noqa: N802 - http.server's naming
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "tokenize" in self.path:
+            status, reply = 404, {}
+        elif "TOO LONG" in json.dumps(body):
+            status, reply = 400, {"error": "This model's maximum context length is 8192 tokens"}
+        else:
+            status, reply = 200, {"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}]}
+        data = json.dumps(reply).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_prompt_the_server_refuses_fails_its_pair_and_the_run_goes_on(tmp_path):
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        lc = make_method("lc", strong=OpenAICompatibleLLM(url, "m"))
+        exs = examples(3)
+        exs[1] = Example(id="e1", question="Capital?", context="TOO LONG. The capital is Paris.", answers=["Paris"])
+        result = run_eval(exs, {"lc": lc}, tmp_path, config={}, progress=False)
+    finally:
+        server.shutdown()
+    assert sorted(r["example_id"] for r in rows_in(tmp_path)) == ["e0", "e2"]
+    (failed,) = rows_in(tmp_path, FAILED_FILE)
+    assert failed["example_id"] == "e1" and "HTTP 400" in failed["error"]
+    assert "maximum context length" in failed["error"]
+    assert len(result.rows) == 3
+
+
+def test_a_missing_extra_mid_run_stops_it_saying_what_is_saved(tmp_path):
+    from ragfunnel.errors import BackendUnavailable, MissingExtra
+
+    def reply(prompt, i):
+        if "second" in prompt:
+            raise MissingExtra("llama_cpp", "llamacpp")
+        return "Paris"
+
+    exs = [Example(id=f"e{i}", question=f"Capital, {word}?", context="The capital is Paris.", answers=["Paris"])
+           for i, word in enumerate(["first", "second"])]
+    with pytest.raises(BackendUnavailable, match=r"pip install 'ragfunnel\[llamacpp\]' \(1 rows saved in .*; "
+                                                 r"re-run to resume once it is back\)"):
+        run_eval(exs, {"lc": make_method("lc", strong=FakeLLM(reply))}, tmp_path, config={}, progress=False)
+    assert len(rows_in(tmp_path)) == 1
+
+
+def test_a_report_on_a_mistyped_directory_creates_nothing(tmp_path):
+    from click.testing import CliRunner
+
+    from ragfunnel.cli.main import main
+
+    result = CliRunner().invoke(main, ["report", str(tmp_path / "typo")])
+    assert result.exit_code == 1 and "is not a run directory" in result.output
+    assert not (tmp_path / "typo").exists()
+
+
+def test_a_bad_top_level_option_is_one_line():
+    result = subprocess.run([RAGFUNNEL, "--bogus"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == ["error: No such option '--bogus'. Did you mean '--verbose'? "
+                                          "(see `ragfunnel --help`)"]

@@ -24,9 +24,10 @@ import fcntl
 import json
 import logging
 import os
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Generic, Protocol, TypeVar
@@ -40,10 +41,23 @@ CONFIG_FILE, ROWS_FILE, FAILED_FILE, LOCK_FILE = "config.json", "rows.jsonl", "f
 
 def out_dir(path: Path, option: str = "--out") -> Path:
     """A directory to write into, made with its parents; a file in the way is an error naming the option."""
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{option} {path} is a file, but a directory is needed here; pass a directory path")
+    _no_file_at(path, option)
     _make_dirs(path, option)
     return path
+
+
+def check_free(path: Path, option: str = "--out") -> None:
+    """Fail now if ``path`` cannot be this run's directory — a file is in the way, or another process is
+    writing the run — so a command learns it before its slow setup. Creates nothing."""
+    _no_file_at(path, option)
+    if (path / LOCK_FILE).exists():
+        with exclusive(path / LOCK_FILE, path):
+            pass
+
+
+def _no_file_at(path: Path, option: str) -> None:
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path} is a file, but a directory is needed here; pass a directory path")
 
 
 def out_file(path: Path, option: str = "--out") -> Path:
@@ -58,7 +72,7 @@ def out_file(path: Path, option: str = "--out") -> Path:
 def _make_dirs(path: Path, option: str) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
+    except (FileExistsError, NotADirectoryError):
         raise ConfigError(f"{option} {path}: a part of this path is a file; pass a path under a directory") from None
     except PermissionError:
         raise ConfigError(f"{option} {path}: no permission to create it; pass a writable location") from None
@@ -251,6 +265,18 @@ def load_run(path: Path, parse: Callable[[dict[str, Any]], R], *, command: str) 
     return state
 
 
+@contextmanager
+def saving(path: Path, saved: Callable[[], int]) -> Iterator[None]:
+    """Make a run stopped inside the block say how many rows it kept (``saved()``) in ``path``: Ctrl-C
+    becomes :class:`Interrupted`; a backend lost (or an extra missing) its error with the count."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: {saved()} rows saved in {path}; re-run to resume") from None
+    except BackendUnavailable as e:
+        raise BackendUnavailable(f"{e} ({saved()} rows saved in {path}; re-run to resume once it is back)") from e
+
+
 class RunDir(Generic[R]):
     """A run directory opened for writing by its one writer: ``with RunDir(...) as run: run.record(row)``.
 
@@ -264,25 +290,21 @@ class RunDir(Generic[R]):
                  command: str):
         self.path = Path(path)
         self._config, self._parse, self._command = config, parse, command
-        self._stack: list[Any] = []
+        self._stack = ExitStack()
 
     def __enter__(self) -> RunDir[R]:
         out_dir(self.path)
-        lock = exclusive(self.path / LOCK_FILE, self.path)
-        lock.__enter__()
-        self._stack.append(lock)
-        try:
+        with ExitStack() as stack:  # on any failure below, whatever was opened is closed again
+            stack.enter_context(exclusive(self.path / LOCK_FILE, self.path))
             claim_config(self.path / CONFIG_FILE, self._config, what=self.path)
-            for name in (ROWS_FILE, FAILED_FILE):
-                cut_torn_line(self.path / name)
             self.state = load_run(self.path, self._parse, command=self._command)
-            self._rows, self._failures = Appender(self.path / ROWS_FILE), Appender(self.path / FAILED_FILE)
-        except BaseException:
-            lock.__exit__(None, None, None)
-            raise
+            self._rows = stack.enter_context(closing(Appender(self.path / ROWS_FILE)))
+            self._failures = stack.enter_context(closing(Appender(self.path / FAILED_FILE)))
+            stack.enter_context(saving(self.path, lambda: len(self.state.finished)))
+            self._stack = stack.pop_all()
         return self
 
-    def todo(self, pairs: Iterable[tuple[Hashable, Any]], *, retry_failed: bool = True) -> list[Any]:
+    def todo(self, pairs: Sequence[tuple[Hashable, Any]], *, retry_failed: bool = True) -> list[Any]:
         """The work items of ``(key, item)`` pairs not finished (nor failed, unless retried)."""
         skip = set(self.state.finished) | (set() if retry_failed else set(self.state.failed))
         todo = [item for key, item in pairs if key not in skip]
@@ -295,22 +317,24 @@ class RunDir(Generic[R]):
 
     def record(self, row: R) -> None:
         """Store one row durably: finished rows and failures each in their own file."""
-        (self._rows if row.error is None else self._failures).append(row.to_json())
         if row.error is None:
+            self.state.finished[row.key] = row  # counted first: a Ctrl-C after the write still counts it
             self.state.failed.pop(row.key, None)
-            self.state.finished[row.key] = row
+            self._rows.append(row.to_json())
         else:
             self.state.failed[row.key] = row
+            self._failures.append(row.to_json())
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
-        self._rows.close()
-        self._failures.close()
-        self._stack.pop().__exit__(None, None, None)
-        saved = f"{len(self.state.finished)} rows saved in {self.path}; re-run to resume"
-        if isinstance(error, KeyboardInterrupt):
-            raise Interrupted(f"interrupted: {saved}") from None
-        if isinstance(error, BackendUnavailable) and not isinstance(error, Interrupted):
-            raise type(error)(f"{error} ({saved} once it is back)") from None
+    def __exit__(self, *error: Any) -> bool | None:
+        return self._stack.__exit__(*error)
+
+
+_left_running = threading.Event()
+
+
+def left_work_running() -> bool:
+    """Whether :func:`drain` stopped early with work still running in its threads (not waited for)."""
+    return _left_running.is_set()
 
 
 def drain(todo: Sequence[Any], work: Callable[[Any], R], record: Callable[[R], None], *,
@@ -318,8 +342,9 @@ def drain(todo: Sequence[Any], work: Callable[[Any], R], record: Callable[[R], N
     """Run ``work`` on every item, recording each row as soon as it is done.
 
     One worker runs in the calling thread, so Ctrl-C stops it at once. Several run in a pool; on
-    Ctrl-C or an error, work not yet started is cancelled and the running items are left behind
-    (their rows are not recorded), so the caller returns without waiting for them.
+    Ctrl-C or an error, every row already finished is recorded, work not yet started is cancelled
+    and items still running are abandoned: their rows are not recorded and the pool is not waited
+    for (:func:`left_work_running` tells a command to exit without joining those threads).
     """
     if workers == 1:
         for item in todo:
@@ -332,11 +357,19 @@ def drain(todo: Sequence[Any], work: Callable[[Any], R], record: Callable[[R], N
     try:
         while pending:
             finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+            failure = None
             for future in finished:  # rows go out as they finish: a slow pair holds back no finished one
+                if future.exception() is not None:
+                    failure = failure or future.exception()
+                    continue
                 row = future.result()
                 record(row)
                 on_row(row)
+            if failure is not None:
+                raise failure
     finally:
+        if pending:
+            _left_running.set()
         pool.shutdown(wait=not pending, cancel_futures=True)
 
 

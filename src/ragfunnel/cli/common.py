@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from ragfunnel.errors import Interrupted, RagfunnelError
+from ragfunnel.journal import left_work_running
 
 timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
@@ -53,15 +54,21 @@ def one_line(error: BaseException) -> str:
             "and report it")
 
 
-def _interrupted(message: str) -> NoReturn:
-    """Exit now with 130. Worker threads still in a cancelled model call are not waited for: every
-    finished row is already on disk, and the kernel releases the run's lock."""
+def _usage_line(e: click.UsageError, command: str) -> str:
+    where = e.ctx.command_path if e.ctx else command
+    return f"error: {e.format_message().rstrip('.')} (see `{where} --help`)"
+
+
+def _exit(message: str, code: int) -> NoReturn:
+    """Print ``message`` and exit with ``code``. Model calls a run abandoned in its worker threads are not
+    waited for (a server call could take minutes): every finished row is already on disk, and the
+    kernel releases the run's lock."""
     click.echo(message, err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if any(t is not threading.main_thread() and t.is_alive() and not t.daemon for t in threading.enumerate()):
-        os._exit(Interrupted.exit_code)
-    sys.exit(Interrupted.exit_code)
+    if left_work_running():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -80,20 +87,26 @@ class OneLineErrors:
         try:
             return super().invoke(ctx)  # type: ignore[misc]
         except click.UsageError as e:  # a bad option of a subcommand: one line too, with where to look
-            command = e.ctx.command_path if e.ctx else ctx.command_path
-            click.echo(f"error: {e.format_message().rstrip('.')} (see `{command} --help`)", err=True)
-            sys.exit(e.exit_code)
+            _exit(_usage_line(e, ctx.command_path), e.exit_code)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Interrupted as e:
-            _interrupted(str(e))
+            _exit(str(e), Interrupted.exit_code)
         except KeyboardInterrupt:
-            _interrupted("interrupted")
+            _exit("interrupted", Interrupted.exit_code)
         except Exception as e:
             if debugging(ctx):
                 raise
-            click.echo(f"error: {e if isinstance(e, RagfunnelError) else one_line(e)}", err=True)
-            sys.exit(1)
+            _exit(f"error: {e if isinstance(e, RagfunnelError) else one_line(e)}", 1)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)  # type: ignore[misc]
+        except click.UsageError as e:
+            if parent is not None or isinstance(e, click.exceptions.NoArgsIsHelpError):
+                raise  # a subcommand's bad option is the invoking group's to report; a bare command shows help
+            _exit(_usage_line(e, info_name or "ragfunnel"), e.exit_code)
 
 
 class Group(OneLineErrors, click.Group):

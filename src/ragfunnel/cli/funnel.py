@@ -23,7 +23,7 @@ def funnel() -> None:
               help="Model directory to write (labels are kept there too; re-running resumes the labelling).")
 @click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True,
               help="Label the first N questions.")
-@click.option("--alpha", type=float, default=0.75, show_default=True,
+@click.option("--alpha", type=click.FloatRange(0, 1), default=0.75, show_default=True,
               help="Document score = alpha * best passage + (1 - alpha) * mean passage.")
 @click.option("--top-positives", type=click.IntRange(min=1), default=2, show_default=True,
               help="Documents with the K best aggregated scores are positives (with every answer-bearing one).")
@@ -40,11 +40,12 @@ def funnel() -> None:
               help="Model to fine-tune: a cross-encoder directory or name [default: the bundled MiniLM weights "
                    "with a new scoring head].")
 @click.option("--epochs", type=click.IntRange(1, 1000), default=3, show_default=True)
-@click.option("--lr", "learning_rate", type=float, default=3e-5, show_default=True,
+@click.option("--lr", "learning_rate", type=click.FloatRange(min=0, min_open=True), default=3e-5, show_default=True,
               help="AdamW learning rate of the pre-trained weights.")
-@click.option("--head-lr", "head_learning_rate", type=float, default=1e-3, show_default=True,
+@click.option("--head-lr", "head_learning_rate", type=click.FloatRange(min=0, min_open=True), default=1e-3,
+              show_default=True,
               help="Learning rate of weights new to the checkpoint (the scoring head on MiniLM).")
-@click.option("--prior-weight", type=float, default=10.0, show_default=True,
+@click.option("--prior-weight", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Train the cross-encoder as a correction to this weight x the bundled bi-encoder's cosine "
                    "(0: the cross-encoder alone, e.g. for an --init that is already a trained cross-encoder).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -65,18 +66,19 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
     from ragfunnel.retrieve.rerank import BiEncoderPreRanker
 
     journal.out_dir(out_dir)
-    examples = [e for e in load_dataset(dataset, limit=limit).examples if e.answers]
-    if not examples:
-        raise InputError(f"{dataset} has no questions with answers to learn from; pass a training set with answers")
-    index = CorpusIndex(index_dir)
-    retriever = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(stored=index.document_vectors),
-                                post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
-                                top_documents=top_documents)
-    labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives,
-                              easy_negatives=easy_negatives)
-    log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
-                           learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed,
-                           prior_weight=prior_weight)
+    with journal.exclusive(out_dir / journal.LOCK_FILE, out_dir):  # labelling and training alike
+        examples = [e for e in load_dataset(dataset, limit=limit).examples if e.answers]
+        if not examples:
+            raise InputError(f"{dataset} has no questions with answers to learn from; pass a training set with answers")
+        index = CorpusIndex(index_dir)
+        retriever = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(stored=index.document_vectors),
+                                    post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
+                                    top_documents=top_documents)
+        labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives,
+                                  easy_negatives=easy_negatives)
+        log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
+                               learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed,
+                               prior_weight=prior_weight)
     hits = sum(any(x.hits) for x in labelled)
     click.echo(f"{out_dir}: trained on {log.questions} of {len(labelled)} labelled questions ({hits} with an "
                f"answer-bearing document), {log.pairs} pairs, loss per epoch {log.epoch_loss}, {log.seconds:.0f}s")

@@ -248,7 +248,7 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
         raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}; valid methods: {', '.join(METHODS)}")
     if (corpus is None) != (context_words is None):
         raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
-    journal.out_dir(run_dir)
+    journal.check_free(run_dir)  # before the slow setup: a second writer stops here
     loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit)
     if not loaded.examples:
         raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
@@ -303,7 +303,7 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
     """Summarise one or more `ragfunnel eval` run directories into tables and plots."""
     from ragfunnel.eval.report import write_report
 
-    for path in write_report(list(run_dirs), journal.out_dir(out_dir or run_dirs[0]), metric=metric):
+    for path in write_report(list(run_dirs), out_dir or run_dirs[0], metric=metric):
         click.echo(str(path))
 
 

@@ -13,7 +13,7 @@ import click
 from ragfunnel.cli.common import Command, Group, model_settings, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
-from ragfunnel.journal import FAILED_FILE, out_file
+from ragfunnel.journal import FAILED_FILE, check_free, out_file
 from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
 from ragfunnel.scaling.allocation import (
     Informativeness,
@@ -203,6 +203,7 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     from ragfunnel.llm.registry import check_backends, model_identity, resolve
 
     model_settings(given)
+    check_free(run_dir)  # before the slow setup: a second writer stops here
     limits = parse_budgets(budgets)
     configs = default_grid([s.strip() for s in strategies.split(",") if s.strip()],
                            documents=_ints(documents, "--documents"), shots=_ints(shots, "--shots"),

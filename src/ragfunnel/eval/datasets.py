@@ -276,7 +276,8 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
             message = str(e) if isinstance(e, RowError | InputError) else f"not a {fmt} row ({type(e).__name__}: {e})"
             bad = BadRow(str(path), line, message)
             if on_error == "fail":
-                raise InputError(f"{bad}; fix the row or skip bad rows (on_error='skip', --on-error skip)") from None
+                raise InputError(f"{bad}; fix the row, or skip bad rows (`ragfunnel eval --on-error skip`, "
+                                 "on_error='skip' in Python)") from None
             log.warning("skipping %s", bad)
             loaded.errors.append(bad)
             continue

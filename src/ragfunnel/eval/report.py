@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragfunnel import journal
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.runner import load_eval
 from ragfunnel.methods import METHODS, options_of
@@ -235,7 +236,7 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     summaries = [s for d in run_dirs for s in summarise_run(Path(d))]
     if not summaries:
         raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = journal.out_dir(Path(out_dir))
     header, body = _table(summaries)
     images = _plots(summaries, out_dir, metric)
     md = ["# ragfunnel report", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

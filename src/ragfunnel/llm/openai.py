@@ -8,7 +8,7 @@ import re
 import time
 from typing import Any
 
-from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra
+from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError
 from ragfunnel.llm.base import BaseLLM, SamplingParams, TransientError
 from ragfunnel.types import Completion
 
@@ -149,9 +149,18 @@ class OpenAICompatibleLLM(BaseLLM):
             raise TransientError(f"{url} answered HTTP {r.status_code}")
         if r.status_code >= 400:
             body = " ".join(r.text[:200].split())  # one line, whatever the server sent
-            raise BackendUnavailable(f"{url} refused the request (HTTP {r.status_code}: {body}); "
-                                     "check the model name and the request options")
-        return r.json()
+            # Wrong key, URL or model fails every request: the run stops. Any other refusal (a prompt
+            # too long, an option the server rejects) is this request's: the pair fails, the run goes on.
+            refused = BackendUnavailable if r.status_code in (401, 403, 404) else ModelError
+            raise refused(f"{url} refused the request (HTTP {r.status_code}: {body}); "
+                          "check the model name and the request options")
+        try:
+            reply = r.json()
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            raise TransientError(f"{url} answered with something other than a JSON object")
+        return reply
 
     def _server_root(self) -> str:
         return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
@@ -164,7 +173,7 @@ class OpenAICompatibleLLM(BaseLLM):
             body = self._request_body(prompt, params, want, seed=params.seed + len(completions))
             try:
                 reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body)
-            except BackendUnavailable as e:
+            except ModelError as e:
                 if "grammar" not in body or not _REFUSED.search(str(e)):
                     raise
                 # A strict API (api.openai.com) rejects the unknown field: go on without it; the
@@ -176,7 +185,7 @@ class OpenAICompatibleLLM(BaseLLM):
             self._restart_deadline()  # a server ignoring ``n`` needs more requests: each gets its own time
             choices = reply.get("choices") or []
             if not choices:
-                raise BackendUnavailable(f"{self.name} returned no choices; check the server logs")
+                raise ModelError(f"{self.name} returned no choices for this prompt; check the server logs")
             usage = reply.get("usage") or {}
             prompt_tokens = int(usage.get("prompt_tokens") or self.count_tokens(prompt))
             out_tokens = int(usage.get("completion_tokens") or 0)
@@ -230,7 +239,7 @@ class OpenAICompatibleLLM(BaseLLM):
                     reply = self._post(route, {"input": text}, root=True)
             except MissingExtra:
                 raise
-            except BackendUnavailable:
+            except (BackendUnavailable, ModelError):  # no such route here (404), or not this request form
                 continue
             except TransientError as e:
                 raise BackendUnavailable(f"cannot count tokens on {self.name}: {e}; "

@@ -48,7 +48,7 @@ def check_options(
     task: str,
 ) -> Options:
     if documents < 0:
-        raise ConfigError(f"documents (k) must be >= 0, got {documents}")
+        raise ConfigError(f"--documents (k) must be >= 0, got {documents}")
     if check_task(task) not in OPEN_TASKS:
         raise ConfigError(f"DRAG and IterDRAG answer open questions; task {task!r} is not one of "
                           f"{', '.join(OPEN_TASKS)}")

@@ -111,20 +111,6 @@ def _not_a_model(path: Path) -> str | None:
     return None
 
 
-def check_gguf(path: Path) -> None:
-    """Refuse a path that is not a GGUF file before it is hashed or handed to transformers."""
-    try:
-        with path.open("rb") as f:
-            magic = f.read(4)
-    except FileNotFoundError:
-        raise ModelError(f"post-ranker model {path} does not exist; pass a GGUF file path") from None
-    except OSError as e:
-        raise ModelError(f"post-ranker model {path} cannot be read ({e.strerror}); pass a GGUF file path") from None
-    if magic != b"GGUF":
-        raise ModelError(f"post-ranker model {path} is not a GGUF file (it does not start with the bytes GGUF); "
-                         f"pass {POST_RANKERS}")
-
-
 @contextmanager
 def model_load_errors(what: str, expected: str) -> Iterator[None]:
     """transformers' errors while loading ``what`` as one ModelError line: it raises OSError, ValueError, a
@@ -363,6 +349,11 @@ def load_post_ranker(spec: str, **kwargs) -> AttentionPostRanker:
         path = bundled.ensure(rest)  # raises on an unknown name before get() is asked
         return AttentionPostRanker.from_gguf(path, sha256=bundled.get(rest).sha256, **kwargs)
     if sep and scheme == "gguf":
-        check_gguf(Path(rest))
+        from ragfunnel.llm.llamacpp import check_gguf_file
+
+        try:
+            check_gguf_file(Path(rest))  # before the file is hashed or handed to transformers
+        except ModelError as e:
+            raise ModelError(f"post-ranker: {e}; or pass {POST_RANKERS}") from None
         return AttentionPostRanker.from_gguf(rest, **kwargs)
     return AttentionPostRanker(spec, **kwargs)

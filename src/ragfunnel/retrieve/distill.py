@@ -19,15 +19,16 @@ import json
 import logging
 import random
 import time
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError, InputError, Interrupted
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.metrics import best_over_references, contains_answer
-from ragfunnel.journal import Appender, claim_config, cut_torn_line, exclusive, out_file, read_jsonl
+from ragfunnel.journal import Appender, claim_config, exclusive, out_file, read_jsonl, saving
 from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.types import Document, Example
 
@@ -141,8 +142,8 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
                    easy_negatives: int = DEFAULT_EASY_NEGATIVES, progress: bool = True) -> list[Labelled]:
     """Label every example, appending each to ``path`` as it is done; examples already there are kept.
 
-    One process at a time labels into a file (``PATH.lock``); labels made with other settings
-    (``PATH.config.json``) are refused; Ctrl-C keeps every finished label and raises Interrupted.
+    One process at a time labels into a file (``PATH.lock``); labels made with other settings (``PATH``
+    with the suffix ``.config.json``) are refused; Ctrl-C keeps every finished label and raises Interrupted.
     """
     from tqdm.auto import tqdm
 
@@ -152,7 +153,6 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
                 "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__}
     with exclusive(path.with_name(path.name + ".lock"), path):
         claim_config(path.with_suffix(".config.json"), settings, what=path)
-        cut_torn_line(path)
         done = {}
         for number, row in read_jsonl(path, what="label"):
             try:
@@ -163,16 +163,11 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
         todo = [e for e in examples if e.id not in done]
         if done:
             log.info("%s: %d questions labelled, %d to go", path, len(done), len(todo))
-        out = Appender(path)
-        try:
+        with closing(Appender(path)) as out, saving(path, lambda: len(done)):
             for example in tqdm(todo, desc="label documents", unit="question", disable=None if progress else True):
                 labelled = label_question(retriever, example, alpha=alpha, top_k=top_k, easy_negatives=easy_negatives)
-                out.append(asdict(labelled))
                 done[example.id] = labelled
-        except KeyboardInterrupt:
-            raise Interrupted(f"interrupted: {len(done)} rows saved in {path}; re-run to resume") from None
-        finally:
-            out.close()
+                out.append(asdict(labelled))
     return [done[e.id] for e in examples if e.id in done]
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -30,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from ragfunnel.errors import ConfigError, InputError, Interrupted
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.metrics import contains_answer
-from ragfunnel.journal import Appender, cut_torn_line, exclusive, out_file, read_jsonl
+from ragfunnel.journal import Appender, exclusive, out_file, read_jsonl, saving
 from ragfunnel.prompts.self_ask import FollowUp, Shot, display_order
 from ragfunnel.types import Document, Example
 
@@ -175,10 +176,11 @@ def load_demonstrations(path: str | Path) -> list[Demonstration]:
 def check_shots(demos: Sequence[Demonstration], shots: int) -> list[Demonstration]:
     """The first ``shots`` demonstrations; too few is an error that says how many there are."""
     if shots < 0:
-        raise ConfigError(f"shots must be >= 0, got {shots}")
+        raise ConfigError(f"--shots must be >= 0, got {shots}")
     if shots > len(demos):
-        raise ConfigError(f"{shots} shots need {shots} demonstrations but only {len(demos)} were given; "
-                          f"lower shots to at most {len(demos)} or add training examples")
+        raise ConfigError(f"--shots {shots} needs {shots} demonstrations but only {len(demos)} were given "
+                          f"(--demonstrations FILE, from `ragfunnel scale demos`); lower --shots to at most "
+                          f"{len(demos)} or make more demonstrations")
     return list(demos[:shots])
 
 
@@ -249,29 +251,22 @@ def extend_demonstrations(examples: Sequence[Example], out: str | Path,
     out = out_file(Path(out))
     log_path = out.with_name(out.name + ".log.jsonl")
     with exclusive(out.with_name(out.name + ".lock"), out):
-        cut_torn_line(out)
-        cut_torn_line(log_path)
         kept = load_demonstrations(out) if out.exists() and out.stat().st_size else []
         # A kill between the two appends logs nothing, yet the demonstration is kept.
         tried = {str(row.get("id")) for _, row in read_jsonl(log_path)} | {d.id for d in kept}
         todo = [e for e in examples if e.id not in tried]
         if tried:
             log.info("resuming %s: %d examples tried, %d to go", out, len(tried), len(todo))
-        demos, attempts = Appender(out), Appender(log_path)
-        try:
-            with tqdm(todo, desc=desc, unit="question", disable=None if progress else True) as bar:
-                for example in bar:
-                    demo, why = attempt(example)
-                    if demo is not None:
-                        demos.append(demonstration_json(demo))
-                        kept.append(demo)
-                    attempts.append({"id": example.id, "kept": demo is not None, "why": why})
-                    bar.set_postfix(kept=len(kept))
-        except KeyboardInterrupt:
-            raise Interrupted(f"interrupted: {len(kept)} rows saved in {out}; re-run to resume") from None
-        finally:
-            demos.close()
-            attempts.close()
+        with closing(Appender(out)) as demos, closing(Appender(log_path)) as attempts, \
+                saving(out, lambda: len(kept)), \
+                tqdm(todo, desc=desc, unit="question", disable=None if progress else True) as bar:
+            for example in bar:
+                demo, why = attempt(example)
+                if demo is not None:
+                    kept.append(demo)
+                    demos.append(demonstration_json(demo))
+                attempts.append({"id": example.id, "kept": demo is not None, "why": why})
+                bar.set_postfix(kept=len(kept))
     return kept
 
 
@@ -292,7 +287,9 @@ def _attempt(method: IterDRAG, example: Example) -> tuple[Demonstration | None, 
         return None, "no reference answer"
     try:
         chain = method.reason(example.question)
-    except ConfigError as e:  # e.g. a prompt too long for the model: this example only, go on
+    except BackendUnavailable:  # not this example's fault: the run stops and resumes here
+        raise
+    except RagfunnelError as e:  # e.g. a prompt too long for the model: this example only, go on
         log.warning("example %s: %s", example.id, e)
         return None, f"failed: {e}"
     if not chain.steps:
