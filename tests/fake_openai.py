@@ -12,6 +12,16 @@ import sys
 import time
 
 
+def send_json(handler: http.server.BaseHTTPRequestHandler, body: object, status: int = 200) -> None:
+    """Reply to the request ``handler`` is serving with ``body`` as JSON (the test servers all answer so)."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class Handler(http.server.BaseHTTPRequestHandler):
     delay = 0.0
 
@@ -19,12 +29,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _reply(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, body)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         self._reply({"data": [{"id": "m", "max_model_len": 8192}]})

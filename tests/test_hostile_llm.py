@@ -15,6 +15,7 @@ import pytest
 from ragfunnel.errors import BackendUnavailable, ConfigError, ModelError
 from ragfunnel.llm import bundled, fingerprint, registry
 from ragfunnel.llm.openai import OpenAICompatibleLLM
+from tests.fake_openai import send_json
 from tests.test_registry_and_http import free_port
 
 
@@ -251,11 +252,7 @@ class _Models(http.server.BaseHTTPRequestHandler):
     status = 200
 
     def do_GET(self):  # noqa: N802 - http.server's naming
-        data = json.dumps({"data": [{"id": "m"}]}).encode()
-        self.send_response(type(self).status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, {"data": [{"id": "m"}]}, type(self).status)
 
     def log_message(self, *args):
         pass

@@ -11,6 +11,7 @@ from ragfunnel.errors import BackendUnavailable, ConfigError, ModelError
 from ragfunnel.llm import registry
 from ragfunnel.llm.llamacpp import LlamaCppLLM
 from ragfunnel.llm.openai import OpenAICompatibleLLM
+from tests.fake_openai import send_json
 
 
 def free_port() -> int:
@@ -76,14 +77,8 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
             self.send_response(503)
             self.end_headers()
             return
-        reply = {"choices": [{"message": {"content": f"ok {len(type(self).seen)}"}, "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": 7, "completion_tokens": 2}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, {"choices": [{"message": {"content": f"ok {len(type(self).seen)}"}, "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 7, "completion_tokens": 2}})
 
     def log_message(self, *args):
         pass

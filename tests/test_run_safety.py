@@ -25,6 +25,7 @@ from ragfunnel.llm import FakeLLM
 from ragfunnel.llm.openai import OpenAICompatibleLLM
 from ragfunnel.methods import make_method
 from ragfunnel.types import Example
+from tests.fake_openai import send_json
 from tests.test_cli import RAGFUNNEL
 from tests.test_registry_and_http import free_port
 
@@ -81,11 +82,10 @@ def test_a_second_eval_on_the_same_out_fails_at_once_naming_the_first(dataset, t
     try:
         first = start_eval(dataset, tmp_path / "run", port)
         wait_for_rows(tmp_path / "run", 1)
-        second = subprocess.run([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(tmp_path / "run"),
-                                 "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--no-cache"],
-                                capture_output=True, text=True, timeout=60)
-        assert second.returncode == 1 and "Traceback" not in second.stderr
-        assert error_lines(second.stderr) == [f"error: {tmp_path / 'run'} is being written by another ragfunnel "
+        second = start_eval(dataset, tmp_path / "run", port)
+        _, stderr = second.communicate(timeout=60)
+        assert second.returncode == 1 and "Traceback" not in stderr
+        assert error_lines(stderr) == [f"error: {tmp_path / 'run'} is being written by another ragfunnel "
                                               f"process (PID {first.pid}); wait for it to finish or stop it, or pass "
                                               "a different --out"]
         assert first.wait(60) == 0
@@ -144,15 +144,15 @@ def test_a_server_killed_mid_run_then_restarted_loses_and_repeats_nothing(datase
     assert sorted(ids) == sorted(f"q{i}" for i in range(12))
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
-def test_ctrl_c_stops_eval_promptly_keeping_every_finished_row(dataset, tmp_path, workers):
+@pytest.mark.parametrize("stop_with, workers", [(signal.SIGINT, "1"), (signal.SIGINT, "2"), (signal.SIGTERM, "1")])
+def test_ctrl_c_or_sigterm_stops_eval_promptly_keeping_every_finished_row(dataset, tmp_path, stop_with, workers):
     port = free_port()
     server = start_server(port, 1.0)
     try:
         run = start_eval(dataset, tmp_path / "run", port, "--workers", workers)
         wait_for_rows(tmp_path / "run", 2)
         sent = time.monotonic()
-        run.send_signal(signal.SIGINT)
+        run.send_signal(stop_with)
         _, stderr = run.communicate(timeout=30)
         took = time.monotonic() - sent
     finally:
@@ -161,19 +161,6 @@ def test_ctrl_c_stops_eval_promptly_keeping_every_finished_row(dataset, tmp_path
     assert run.returncode == 130 and took < 3.0, (took, stderr)
     assert error_lines(stderr)[-1] == f"interrupted: {saved} rows saved in {tmp_path / 'run'}; re-run to resume"
     assert 2 <= saved < 12
-
-
-def test_sigterm_stops_eval_like_ctrl_c(dataset, tmp_path):
-    port = free_port()
-    server = start_server(port, 1.0)
-    try:
-        run = start_eval(dataset, tmp_path / "run", port)
-        wait_for_rows(tmp_path / "run", 1)
-        run.send_signal(signal.SIGTERM)
-        _, stderr = run.communicate(timeout=30)
-    finally:
-        stop(server)
-    assert run.returncode == 130 and error_lines(stderr)[-1].startswith("interrupted: ")
 
 
 def flaky_methods(fail_until: list[int]):
@@ -303,11 +290,7 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
             status, reply = 400, {"error": "This model's maximum context length is 8192 tokens"}
         else:
             status, reply = 200, {"choices": [{"message": {"content": "Paris"}, "finish_reason": "stop"}]}
-        data = json.dumps(reply).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, reply, status)
 
 
 def test_a_prompt_the_server_refuses_fails_its_pair_and_the_run_goes_on(tmp_path):
