@@ -1,0 +1,307 @@
+"""The answering service: a versioned JSON API over the library, and the inspector at ``/``.
+
+Models are loaded once, when the app starts, and stay warm (with the document states they keep).
+All model work goes through one :class:`~ragfunnel.serve.jobs.JobQueue`. Library errors map to HTTP
+statuses: bad input 422, an unknown document or index 404, a failing model or server 503, a full
+queue 429 (with ``Retry-After``), a passed deadline 504. Logs carry timings, never document text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
+from ragfunnel.serve.documents import DocumentStore, chunk_view, prefill
+from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
+
+log = logging.getLogger("ragfunnel.serve")
+
+API = "/v1"
+# Options a client may not set: the operator chose the models and files when starting the server.
+OPERATOR_OPTIONS = {"light", "strong", "demonstrations", "index"}
+
+
+@dataclass
+class Settings:
+    """How the service runs (``ragfunnel serve`` options)."""
+
+    light: str = DEFAULT_LIGHT
+    strong: str = DEFAULT_STRONG
+    token: str | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    queue: int = 8
+    deadline: float = 600.0
+    cors_origins: list[str] = field(default_factory=list)
+    documents: int = 64
+    prefill: bool = True
+
+
+class DocumentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description="The document's text (UTF-8).")
+    name: str = Field("", description="A label to show for it.")
+
+
+class AnswerIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str
+    document_id: str | None = Field(None, description="A stored document (POST /v1/documents) ...")
+    text: str | None = Field(None, description="... or the text itself.")
+    method: str = DEFAULT_METHOD
+    options: dict[str, Any] = Field(default_factory=dict, description="The method's options, e.g. budget.")
+    choices: list[str] | None = None
+    task: str = "qa"
+    stream: bool = Field(False, description="Server-sent events: token, stage and result (or error).")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The app. Loading the models happens when it starts (``lifespan``), not here."""
+    settings = settings or Settings()
+    state: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        started = time.perf_counter()
+        light, strong = resolve(settings.light), resolve(settings.strong)
+        for model in dict.fromkeys([light, strong]):
+            await asyncio.to_thread(_warm_up, model)
+        state["models"] = {"light": light, "strong": strong}
+        state["jobs"] = JobQueue([light, strong], capacity=settings.queue, streaming=strong)
+        state["documents"] = DocumentStore(settings.documents)
+        state["methods"] = OrderedDict()
+        log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, light.name, strong.name)
+        yield
+        state["jobs"].close()  # cancels what is queued or running: shutdown does not wait minutes
+
+    app = FastAPI(title="ragfunnel", version="1", lifespan=lifespan,
+                  description="Answer questions over long texts: FB-RAG and its baselines.")
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
+    app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
+
+    @app.middleware("http")
+    async def guard_and_log(request: Request, call_next: Any) -> Any:
+        started = time.perf_counter()
+        if request.url.path.startswith(API) and settings.token and not _authorized(request, settings.token):
+            response: Any = JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
+                                         headers={"WWW-Authenticate": "Bearer"})
+        else:
+            response = await call_next(request)
+        log.info("%s %s %d %.3fs", request.method, request.url.path, response.status_code,
+                 time.perf_counter() - started)
+        return response
+
+    @app.exception_handler(RagfunnelError)
+    async def library_error(request: Request, error: RagfunnelError) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=_status(error))
+
+    @app.exception_handler(QueueFull)
+    async def busy(request: Request, error: QueueFull) -> JSONResponse:
+        return JSONResponse({"detail": str(error)}, status_code=429, headers={"Retry-After": str(error.retry_after)})
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        jobs = state.get("jobs")
+        return {"status": "ok" if jobs else "starting", "pending": jobs.pending if jobs else 0}
+
+    @app.get(f"{API}/models")
+    async def models() -> dict[str, Any]:
+        return {role: {"spec": spec, "name": llm.name, "fingerprint": llm.fingerprint,
+                       "context_window": llm.context_window}
+                for (role, llm), spec in zip(state["models"].items(), (settings.light, settings.strong), strict=True)}
+
+    @app.get(f"{API}/methods")
+    async def methods() -> dict[str, Any]:
+        return {"default": DEFAULT_METHOD,
+                "methods": {name: sorted(set(options_of(name)) - OPERATOR_OPTIONS) for name in METHODS}}
+
+    @app.post(f"{API}/documents", status_code=201)
+    async def add_document(body: DocumentIn) -> dict[str, Any]:
+        doc, new = state["documents"].add(body.text, body.name)
+        if new and settings.prefill:
+            models = list(dict.fromkeys(state["models"].values()))
+            doc.prefill.update({m.name: "queued" for m in models})
+            try:
+                state["jobs"].submit(lambda job: prefill(doc, models), label=f"prefill {doc.id}")
+            except QueueFull:
+                doc.prefill.update({m.name: "skipped: the server was busy" for m in models})
+        return doc.summary()
+
+    @app.get(f"{API}/documents")
+    async def list_documents() -> list[dict[str, Any]]:
+        return [d.summary() for d in state["documents"].all()]
+
+    @app.get(f"{API}/documents/{{doc_id}}")
+    async def get_document(doc_id: str) -> dict[str, Any]:
+        doc = _document(state, doc_id)
+        return {**doc.summary(), "text": doc.text}
+
+    @app.post(f"{API}/answer", response_model=None)
+    async def answer(body: AnswerIn, request: Request) -> Any:
+        text = _document(state, body.document_id).text if body.document_id else body.text
+        if text is None or (body.document_id and body.text is not None):
+            raise InputError("pass exactly one of document_id (a stored document) and text")
+        method = _method(state, settings, body)
+        label = f"{body.method} answer"
+
+        def work(job: Job) -> dict[str, Any]:
+            started = time.perf_counter()
+            prediction = method.run(body.question, text, choices=body.choices)
+            job.check()
+            log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
+                     time.perf_counter() - started, prediction.trace.input_tokens, len(body.question), len(text))
+            return {**prediction.to_dict(),
+                    "chunks": chunk_view(text, prediction, question=body.question,
+                                         chunk_words_=body.options.get("chunk_words"))}
+
+        if not body.stream:
+            job = state["jobs"].submit(work, label=label)
+            try:
+                return await state["jobs"].result(job, deadline=settings.deadline)
+            except TimeoutError:
+                raise HTTPException(504, f"no answer within the deadline of {settings.deadline:g} s") from None
+        return _stream(state, settings, work, label, request)
+
+    return _with_inspector(app)
+
+
+def _warm_up(model: Any) -> None:
+    warm = getattr(model, "warm_up", None)
+    if warm is not None:
+        warm()
+
+
+def _authorized(request: Request, token: str) -> bool:
+    given = request.headers.get("authorization", "")
+    return given.startswith("Bearer ") and hmac.compare_digest(given[len("Bearer "):].encode(), token.encode())
+
+
+def _status(error: RagfunnelError) -> int:
+    if isinstance(error, Cancelled | BackendUnavailable | ModelError):  # the server keeps serving
+        return 503
+    if isinstance(error, InputError | ConfigError):
+        return 422
+    return 500
+
+
+def _document(state: dict[str, Any], doc_id: str) -> Any:
+    try:
+        return state["documents"].get(doc_id)
+    except KeyError:
+        raise HTTPException(404, f"no document {doc_id!r}; store one with POST {API}/documents") from None
+
+
+def _method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> Any:
+    """The method object for this request, built once per (method, options) and kept."""
+    if body.method not in METHODS:
+        raise ConfigError(f"unknown method {body.method!r}; valid methods: {', '.join(METHODS)}")
+    fixed = sorted(OPERATOR_OPTIONS & set(body.options))
+    if fixed:
+        raise ConfigError(f"option {fixed[0]!r} is set by the server's operator, not per request")
+    options = {**body.options, "task": body.task}
+    takes = set(options_of(body.method))
+    options |= {role: spec for role, spec in (("light", settings.light), ("strong", settings.strong)) if role in takes}
+    key = (body.method, json.dumps(options, sort_keys=True, default=str))
+    cache: OrderedDict = state["methods"]
+    if key not in cache:
+        cache[key] = make_method(body.method, **options)
+        while len(cache) > 32:
+            cache.popitem(last=False)
+    return cache[key]
+
+
+def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, request: Request) -> StreamingResponse:
+    """Server-sent events: ``token`` as the answering model writes, ``stage`` per stage of the trace,
+    then ``result`` (the whole answer) or ``error``. A client that goes away cancels its job."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    job = state["jobs"].submit(work, label=label,
+                               on_text=lambda t: loop.call_soon_threadsafe(events.put_nowait, ("token", {"text": t})))
+
+    async def finish() -> None:
+        try:
+            result = await state["jobs"].result(job, deadline=settings.deadline)
+        except TimeoutError:
+            await events.put(("error", {"status": 504, "detail": f"no answer within {settings.deadline:g} s"}))
+        except RagfunnelError as e:
+            await events.put(("error", {"status": _status(e), "detail": str(e)}))
+        else:
+            for stage in result["trace"]["stages"]:
+                await events.put(("stage", stage))
+            await events.put(("result", result))
+        await events.put(("end", None))
+
+    async def body() -> AsyncIterator[str]:
+        waiter = asyncio.create_task(finish())
+        try:
+            while (event := await events.get())[0] != "end":
+                yield f"event: {event[0]}\ndata: {json.dumps(event[1], ensure_ascii=False)}\n\n"
+        finally:  # the client disconnected, or the stream ended
+            if not job.future.done():
+                job.cancel("the client disconnected")
+            waiter.cancel()
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+class _BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413, whether or not it declares its length."""
+
+    def __init__(self, app: Any, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.limit:
+            return await _too_large(self.limit, send)
+        seen = 0
+
+        async def counted() -> dict:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge:
+            await _too_large(self.limit, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _too_large(limit: int, send: Any) -> None:
+    response = JSONResponse({"detail": f"the request body is over the limit of {limit:,} bytes"}, status_code=413)
+    await response({"type": "http"}, None, send)
+
+
+def _with_inspector(app: FastAPI) -> FastAPI:
+    static = Path(str(files("ragfunnel.serve") / "static"))
+    app.mount("/", StaticFiles(directory=static, html=True), name="inspector")
+    return app

@@ -1,0 +1,113 @@
+"""Documents held by the server, and what the inspector shows of an answer over one.
+
+A document is stored under the first 16 hex digits of its text's SHA-256, so storing the same text
+twice gives the same id. Storing queues a *prefill*: each model reads the document once, as the methods'
+prompts begin (task introduction, then the text), and keeps that state (issue [1/5]'s read-once
+prefixes), so later questions pay only for the question.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragfunnel.errors import InputError
+from ragfunnel.llm.base import LLM
+from ragfunnel.methods.base import join_chunks
+from ragfunnel.prompts import prompt_prefix
+from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.retrieve.fusion import max_normalize
+from ragfunnel.text import check_context
+from ragfunnel.text.chunking import chunk_words
+from ragfunnel.types import Prediction
+
+DEFAULT_CHUNK_WORDS = 300  # the methods' default: the prefill must read the text exactly as they will
+
+
+@dataclass
+class Document:
+    id: str
+    text: str
+    name: str = ""
+    # model name -> "queued" | "reading" | "kept" | "too long to keep whole" | "failed: ..."
+    prefill: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "words": len(self.text.split()), "characters": len(self.text),
+                "prefill": dict(self.prefill)}
+
+
+class DocumentStore:
+    """At most ``limit`` documents in memory; the least recently used one goes first."""
+
+    def __init__(self, limit: int = 64):
+        self.limit = limit
+        self._docs: OrderedDict[str, Document] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def add(self, text: str, name: str = "") -> tuple[Document, bool]:
+        """The stored document for ``text`` and whether it is new."""
+        text = check_context(text, source="the document text")
+        doc_id = hashlib.sha256(text.encode()).hexdigest()[:16]
+        with self._lock:
+            if doc_id in self._docs:
+                self._docs.move_to_end(doc_id)
+                return self._docs[doc_id], False
+            doc = self._docs[doc_id] = Document(doc_id, text, name)
+            while len(self._docs) > self.limit:
+                self._docs.popitem(last=False)
+        return doc, True
+
+    def get(self, doc_id: str) -> Document:
+        with self._lock:
+            if doc_id not in self._docs:
+                raise KeyError(doc_id)
+            self._docs.move_to_end(doc_id)
+            return self._docs[doc_id]
+
+    def all(self) -> list[Document]:
+        with self._lock:
+            return list(self._docs.values())
+
+
+def prefill(doc: Document, models: list[LLM], *, task: str = "qa") -> None:
+    """Have each model read ``doc`` once and keep the state, as the methods' prompts will begin."""
+    context = join_chunks(chunk_words(doc.text, chunk_words=DEFAULT_CHUNK_WORDS))
+    prefix = prompt_prefix(task, context)
+    for model in models:
+        if model.count_tokens(prefix) + 64 > model.context_window:
+            doc.prefill[model.name] = "too long to keep whole"
+            continue
+        doc.prefill[model.name] = "reading"
+        try:
+            model.generate([prefix + "\n\nReply with one word: ready."], max_tokens=1, keep_prefix=len(prefix))
+        except Exception as e:  # noqa: BLE001 - a failed prefill only costs the first question the read
+            doc.prefill[model.name] = f"failed: {e}"
+            raise
+        doc.prefill[model.name] = "kept"
+
+
+def chunk_view(text: str, prediction: Prediction, *, question: str, chunk_words_: int | None = None) -> list[dict]:
+    """Each chunk of ``text`` with its question score (BM25, max-normalised), its draft score (the best
+    over the drafts, max-normalised; None without drafts) and whether the answering model read it."""
+    size = chunk_words_ or DEFAULT_CHUNK_WORDS
+    chunks = chunk_words(text, chunk_words=size)
+    if not chunks:
+        raise InputError("the document has no words")
+    index = BM25Index([c.text for c in chunks])
+    question_scores = max_normalize(index.score([question]))[0]
+    drafts = [f"{s.rationale} {s.answer}" for s in prediction.samples]
+    draft_scores = max_normalize(index.score(drafts)).max(axis=0) if drafts else None
+    read = {sc.chunk.position for sc in prediction.chunks_used}
+    if any(sc.chunk.n_words > size for sc in prediction.chunks_used):  # long context reads the text whole
+        read = {c.position for c in chunks}
+    return [{"position": c.position, "text": c.text,
+             "question_score": round(float(question_scores[i]), 4),
+             "draft_score": None if draft_scores is None else round(float(np.asarray(draft_scores)[i]), 4),
+             "read": c.position in read}
+            for i, c in enumerate(chunks)]

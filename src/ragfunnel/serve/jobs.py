@@ -1,0 +1,142 @@
+"""The server's work queue: one model generation at a time, a bounded queue, deadlines and cancellation.
+
+In-process models answer one prompt at a time anyway, so every job runs on one worker thread in the
+order it arrived; a request that finds ``capacity`` jobs already waiting is refused at once (the API
+answers 429 with ``Retry-After``) rather than queued without bound. A job can be cancelled — its
+deadline passed, its client went away, the server is stopping — while it waits, or while a model is
+writing: the models' token callback checks the job's flag and stops the generation at the next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragfunnel.errors import RagfunnelError
+
+log = logging.getLogger(__name__)
+
+
+class QueueFull(Exception):
+    """The queue holds ``capacity`` jobs; ``retry_after`` is a fair guess of seconds until there is room."""
+
+    def __init__(self, retry_after: int):
+        super().__init__(f"the server is busy; retry in about {retry_after} s")
+        self.retry_after = retry_after
+
+
+class Cancelled(RagfunnelError):
+    """Raised inside a job whose work is no longer wanted (deadline, client gone, shutdown)."""
+
+
+@dataclass
+class Job:
+    work: Callable[[Job], Any]
+    label: str
+    future: Future = field(default_factory=Future)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    on_text: Callable[[str], None] | None = None  # where the answering model's text goes as it is written
+
+    def cancel(self, why: str) -> None:
+        if not self.cancelled.is_set():
+            log.info("cancelling %s: %s", self.label, why)
+        self.cancelled.set()
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise Cancelled(f"{self.label} was cancelled")
+
+
+class JobQueue:
+    """Runs jobs one at a time on a worker thread; ``models`` are the LLM objects whose token callbacks
+    are pointed at the running job (for streaming and cancellation)."""
+
+    def __init__(self, models: Iterable[Any], *, capacity: int = 8, streaming: Any = None):
+        self.capacity = capacity
+        self._models = [m for m in models if hasattr(m, "on_text")]
+        self._streaming = streaming  # the model whose text is the answer (the strong one)
+        self._waiting: queue.Queue[Job | None] = queue.Queue()
+        self._pending = 0  # waiting + running
+        self._lock = threading.Lock()
+        self._seconds = 20.0  # running mean of a job's seconds, for Retry-After
+        self.running: Job | None = None
+        self._thread = threading.Thread(target=self._loop, name="ragfunnel-serve-worker", daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def submit(self, work: Callable[[Job], Any], *, label: str, on_text: Callable[[str], None] | None = None) -> Job:
+        """Queue ``work(job)``; raises :class:`QueueFull` when ``capacity`` jobs are already pending."""
+        with self._lock:
+            if self._pending >= self.capacity:
+                raise QueueFull(max(1, math.ceil(self._pending * self._seconds)))
+            self._pending += 1
+        job = Job(work, label, on_text=on_text)
+        self._waiting.put(job)
+        return job
+
+    async def result(self, job: Job, *, deadline: float) -> Any:
+        """The job's result, waiting at most ``deadline`` seconds (then it is cancelled: TimeoutError)."""
+        try:
+            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), timeout=deadline)
+        except TimeoutError:
+            job.cancel(f"deadline of {deadline:g} s passed")
+            raise
+        except asyncio.CancelledError:  # the client went away
+            job.cancel("the client disconnected")
+            raise
+
+    def close(self) -> None:
+        """Cancel every waiting and running job and stop the worker (server shutdown)."""
+        if self.running is not None:
+            self.running.cancel("the server is stopping")
+        while True:
+            try:
+                job = self._waiting.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.cancel("the server is stopping")
+                job.future.set_exception(Cancelled(f"{job.label} was cancelled: the server is stopping"))
+        self._waiting.put(None)
+        self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while (job := self._waiting.get()) is not None:
+            self.running = job
+            started = time.perf_counter()
+            self._point_models_at(job)
+            try:
+                job.check()
+                job.future.set_result(job.work(job))
+            except BaseException as e:  # noqa: BLE001 - every failure goes back to the request that asked
+                job.future.set_exception(e)
+            finally:
+                self._point_models_at(None)
+                self.running = None
+                self._seconds = 0.8 * self._seconds + 0.2 * (time.perf_counter() - started)
+                with self._lock:
+                    self._pending -= 1
+
+    def _point_models_at(self, job: Job | None) -> None:
+        for model in self._models:
+            model.on_text = None if job is None else self._token_sink(job, stream=model is self._streaming)
+
+    @staticmethod
+    def _token_sink(job: Job, *, stream: bool) -> Callable[[str], None]:
+        def sink(text: str) -> None:
+            job.check()  # stops a generation nobody waits for, at its next token
+            if stream and job.on_text is not None:
+                job.on_text(text)
+
+        return sink

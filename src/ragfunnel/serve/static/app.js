@@ -1,0 +1,193 @@
+// The ragfunnel inspector: plain JavaScript against the server's /v1 API, no build step, no CDN.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const COMPARED = ["lc", "op", "fb", "auto"];
+
+function headers() {
+  const h = { "Content-Type": "application/json" };
+  const token = $("token").value || localStorage.getItem("ragfunnel-token") || "";
+  if (token) h.Authorization = "Bearer " + token;
+  return h;
+}
+
+async function api(path, body) {
+  const response = await fetch("/v1" + path, body === undefined ? { headers: headers() }
+    : { method: "POST", headers: headers(), body: JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`${response.status}: ${describe(data.detail)}`);
+  return data;
+}
+
+function describe(detail) {
+  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).join(".")}: ${d.msg}`).join("; ");
+  return detail || "request failed";
+}
+
+function status(text, isError = false) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+function request() {
+  const options = {};
+  if ($("budget").value) options.budget = Number($("budget").value);
+  const body = { question: $("question").value.trim(), method: $("method").value, options };
+  if ($("stored").value && !$("text").value.trim()) body.document_id = $("stored").value;
+  else body.text = $("text").value;
+  return body;
+}
+
+// POST /v1/answer with stream: true, reading server-sent events as they come.
+async function ask(body, onToken) {
+  const response = await fetch("/v1/answer", { method: "POST", headers: headers(), body: JSON.stringify({ ...body, stream: true }) });
+  if (!response.ok) {
+    const data = await response.json().catch(() => ({}));
+    throw new Error(`${response.status}: ${describe(data.detail)}`);
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "", result = null;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const event = /^event: (.*)$/m.exec(block)?.[1];
+      const data = JSON.parse(/^data: (.*)$/m.exec(block)?.[1] || "null");
+      if (event === "token") onToken(data.text);
+      else if (event === "result") result = data;
+      else if (event === "error") throw new Error(`${data.status}: ${data.detail}`);
+    }
+  }
+  if (!result) throw new Error("the server closed the stream without an answer");
+  return result;
+}
+
+function show(result) {
+  $("result").hidden = false;
+  $("answer").textContent = result.answer;
+  $("answered-by").textContent = `${result.method} · ${result.trace.seconds.toFixed(1)} s · ${result.trace.input_tokens} input tokens`;
+  const longest = Math.max(...result.trace.stages.map((s) => s.seconds), 0.001);
+  $("timeline").replaceChildren(...result.trace.stages.map((s) => {
+    const row = document.createElement("div");
+    row.className = "stage";
+    const bar = document.createElement("div");
+    bar.className = "bar";
+    bar.style.width = `${(100 * s.seconds) / longest}%`;
+    row.append(text(s.name), bar, text(`${s.seconds.toFixed(2)} s · ${s.input_tokens} in / ${s.output_tokens} out`));
+    return row;
+  }));
+  $("drafts").replaceChildren(...(result.samples.length ? result.samples.map((s) => {
+    const li = document.createElement("li");
+    const answer = document.createElement("span");
+    answer.className = "draft-answer";
+    answer.textContent = s.answer || "(no answer line)";
+    li.append(answer, text(" — " + (s.rationale || s.text)));
+    return li;
+  }) : [text("This method writes no drafts.")]));
+  $("chunks").replaceChildren(...result.chunks.map((c) => {
+    const div = document.createElement("div");
+    div.className = "chunk" + (c.read ? " read" : "");
+    div.dataset.position = c.position;
+    div.title = `chunk ${c.position}: question ${c.question_score}` + (c.draft_score === null ? "" : `, drafts ${c.draft_score}`)
+      + (c.read ? ", read by the answering model" : "");
+    const scores = document.createElement("div");
+    scores.className = "scores";
+    const q = document.createElement("span");
+    q.style.background = `rgba(45, 108, 223, ${0.08 + 0.8 * c.question_score})`;
+    const d = document.createElement("span");
+    d.style.background = c.draft_score === null ? "transparent" : `rgba(230, 126, 34, ${0.08 + 0.8 * c.draft_score})`;
+    scores.append(q, d);
+    div.append(scores, text(c.text));
+    return div;
+  }));
+}
+
+function text(value) {
+  return document.createTextNode(value);
+}
+
+async function onAsk() {
+  const body = request();
+  if (!body.question) return status("Type a question first.", true);
+  busy(true);
+  $("result").hidden = false;
+  $("answer").textContent = "";
+  status("waiting for the server…");
+  try {
+    const result = await ask(body, (t) => { status("answering…"); $("answer").textContent += t; });
+    show(result);
+    status(`done in ${result.trace.seconds.toFixed(1)} s`);
+  } catch (e) {
+    status(e.message, true);
+  } finally {
+    busy(false);
+  }
+}
+
+async function onCompare() {
+  const base = request();
+  if (!base.question) return status("Type a question first.", true);
+  busy(true);
+  $("comparison").hidden = false;
+  const rows = $("compare-rows");
+  rows.replaceChildren();
+  for (const method of COMPARED) {
+    status(`${method}…`);
+    const tr = document.createElement("tr");
+    try {
+      const r = await api("/answer", { ...base, method });
+      for (const cell of [method, r.answer, r.trace.seconds.toFixed(1), r.trace.input_tokens,
+        r.chunks.filter((c) => c.read).map((c) => c.position).join(", ") || "all"]) {
+        const td = document.createElement("td");
+        td.textContent = cell;
+        tr.append(td);
+      }
+    } catch (e) {
+      tr.append(...[method, e.message].map((v) => { const td = document.createElement("td"); td.textContent = v; return td; }));
+    }
+    rows.append(tr);
+  }
+  status("compared");
+  busy(false);
+}
+
+function busy(on) {
+  $("ask").disabled = on;
+  $("compare").disabled = on;
+}
+
+async function start() {
+  $("token").value = localStorage.getItem("ragfunnel-token") || "";
+  $("token").addEventListener("change", () => { localStorage.setItem("ragfunnel-token", $("token").value); load(); });
+  $("ask").addEventListener("click", onAsk);
+  $("compare").addEventListener("click", onCompare);
+  $("question").addEventListener("keydown", (e) => { if (e.key === "Enter") onAsk(); });
+  $("upload").addEventListener("change", async () => {
+    const file = $("upload").files[0];
+    if (!file) return;
+    const doc = await api("/documents", { text: await file.text(), name: file.name }).catch((e) => status(e.message, true));
+    if (doc) { await load(); $("stored").value = doc.id; $("text").value = ""; status(`stored ${file.name} (${doc.words} words)`); }
+  });
+  await load();
+}
+
+async function load() {
+  try {
+    const [models, methods, documents] = await Promise.all([api("/models"), api("/methods"), api("/documents")]);
+    $("models").textContent = `light ${models.light.name} · strong ${models.strong.name}`;
+    const chosen = $("method").value || methods.default;
+    $("method").replaceChildren(...Object.keys(methods.methods).map((m) => new Option(m, m, false, m === chosen)));
+    $("stored").replaceChildren(new Option("— a stored document —", ""),
+      ...documents.map((d) => new Option(`${d.name || d.id} (${d.words} words)`, d.id)));
+    status("");
+  } catch (e) {
+    status(e.message.startsWith("401") ? "This server needs a token: type it in the token box." : e.message, true);
+  }
+}
+
+start();

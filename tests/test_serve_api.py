@@ -1,0 +1,139 @@
+"""The service's API contract with scripted models (no model loads): statuses, limits, tokens, streaming.
+
+The same paths run against a real uvicorn and real bundled models in tests/test_serve_models.py.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi", reason="needs the [serve] extra")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from ragfunnel.llm import FakeLLM  # noqa: E402
+from ragfunnel.llm.registry import registered  # noqa: E402
+from ragfunnel.serve.app import Settings, create_app  # noqa: E402
+from ragfunnel.serve.jobs import Cancelled, JobQueue, QueueFull  # noqa: E402
+
+TEXT = " ".join(f"filler{i}" for i in range(700)) + " The ferry to Gull Rock leaves at nine. " + \
+    " ".join(f"more{i}" for i in range(700))
+
+
+def reply(prompt: str, i: int) -> str:
+    if "Rationale:" in prompt:
+        return "Rationale: the ferry to Gull Rock leaves at nine.\nAnswer: nine"
+    return "nine"
+
+
+@pytest.fixture
+def client(request):
+    settings = getattr(request, "param", None) or Settings(light="fake:light", strong="fake:strong", prefill=False)
+    with registered("fake:light", FakeLLM(reply, name="fake-light")), \
+            registered("fake:strong", FakeLLM(reply, name="fake-strong")), \
+            TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_health_models_and_methods(client):
+    assert client.get("/healthz").json() == {"status": "ok", "pending": 0}
+    models = client.get("/v1/models").json()
+    assert models["light"]["spec"] == "fake:light" and models["strong"]["name"] == "fake-strong"
+    methods = client.get("/v1/methods").json()
+    assert methods["default"] == "auto" and "budget" in methods["methods"]["fb"]
+    assert "strong" not in methods["methods"]["fb"]  # the operator's to choose
+
+
+def test_a_stored_document_is_answered_with_the_inspectors_view(client):
+    doc = client.post("/v1/documents", json={"text": TEXT, "name": "ferry"}).json()
+    again = client.post("/v1/documents", json={"text": TEXT}).json()
+    assert doc["id"] == again["id"] and doc["words"] == 1408
+    r = client.post("/v1/answer", json={"question": "When does the ferry to Gull Rock leave?", "document_id": doc["id"],
+                                         "method": "fb", "options": {"budget": 400}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["answer"] == "nine" and [s["name"] for s in body["trace"]["stages"]][-1] == "stage3_generate"
+    chunks = body["chunks"]
+    assert len(chunks) == 5 and [c["position"] for c in chunks if c["read"]] == [2]  # the ferry's chunk only
+    best = max(chunks, key=lambda c: c["draft_score"])
+    assert best["position"] == 2 and best["question_score"] == 1.0 and best["draft_score"] == 1.0
+    assert len(body["samples"]) == 5
+
+
+@pytest.mark.parametrize("body, status, detail", [
+    ({"question": "q?", "text": TEXT, "method": "nope"}, 422, "unknown method 'nope'"),
+    ({"question": "q?", "text": TEXT, "method": "op", "options": {"samples": 3}}, 422, "does not take samples"),
+    ({"question": "q?", "text": TEXT, "options": {"strong": "gguf:/etc/passwd"}}, 422, "set by the server's operator"),
+    ({"question": "q?", "document_id": "0123456789abcdef"}, 404, "no document '0123456789abcdef'"),
+    ({"question": "q?", "text": "   "}, 422, "empty or whitespace only"),
+    ({"question": "q?"}, 422, "exactly one of document_id"),
+    ({"text": TEXT}, 422, "question"),
+    ({"question": "q?", "text": TEXT, "surprise": 1}, 422, "surprise"),
+])
+def test_bad_requests_name_the_problem(client, body, status, detail):
+    r = client.post("/v1/answer", json=body)
+    assert r.status_code == status and detail in json.dumps(r.json()["detail"])
+
+
+def test_malformed_json_is_422(client):
+    r = client.post("/v1/answer", content=b'{"question": ', headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+
+
+@pytest.mark.parametrize("client", [Settings(light="fake:light", strong="fake:strong", max_body_bytes=2000)],
+                         indirect=True)
+def test_an_oversized_body_is_413(client):
+    r = client.post("/v1/documents", json={"text": TEXT})
+    assert r.status_code == 413 and "over the limit of 2,000 bytes" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("client", [Settings(light="fake:light", strong="fake:strong", token="s3cret")],
+                         indirect=True)
+def test_a_token_guards_the_api_but_not_the_page(client):
+    assert client.get("/v1/models").status_code == 401
+    assert client.get("/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert client.get("/v1/models", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/").status_code == 200 and "ragfunnel inspector" in client.get("/").text
+
+
+def test_streaming_sends_stages_then_the_result(client):
+    with client.stream("POST", "/v1/answer", json={"question": "When does the ferry leave?", "text": TEXT,
+                                                   "method": "op", "options": {"budget": 400}, "stream": True}) as r:
+        events = [line[len("event: "):] for line in r.iter_lines() if line.startswith("event: ")]
+    assert events == ["stage", "stage", "result"]
+
+
+def test_a_failing_model_is_503_and_the_server_keeps_serving(client):
+    from ragfunnel.errors import BackendUnavailable
+    from ragfunnel.llm.registry import resolve
+
+    strong = resolve("fake:strong")
+    good = strong._reply
+    strong._reply = lambda prompt, i: (_ for _ in ()).throw(BackendUnavailable("the model server went away"))
+    r = client.post("/v1/answer", json={"question": "When?", "text": TEXT, "method": "lc"})
+    assert r.status_code == 503 and r.json()["detail"] == "the model server went away"
+    strong._reply = good
+    assert client.post("/v1/answer", json={"question": "When?", "text": TEXT, "method": "lc"}).status_code == 200
+
+
+def test_the_queue_is_bounded_and_cancels_what_nobody_waits_for():
+    gate = threading.Event()
+    jobs = JobQueue([], capacity=2)
+    first = jobs.submit(lambda job: gate.wait(10), label="first")
+    second = jobs.submit(lambda job: job.check() or "ran", label="second")
+    with pytest.raises(QueueFull) as full:
+        jobs.submit(lambda job: None, label="third")
+    assert full.value.retry_after >= 1
+    second.cancel("the client disconnected")
+    gate.set()
+    assert first.future.result(5) is True
+    with pytest.raises(Cancelled):
+        second.future.result(5)
+    deadline = time.monotonic() + 5
+    while jobs.pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert jobs.submit(lambda job: "room again", label="fourth").future.result(5) == "room again"
+    jobs.close()
