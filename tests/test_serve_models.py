@@ -1,0 +1,185 @@
+"""`ragfunnel serve` as users run it: a real uvicorn on 127.0.0.1 with real bundled models (the 135M model
+for both roles, to keep it quick), driven over HTTP with httpx and, for the inspector, by Debian's
+chromium through Selenium."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import RAGFUNNEL
+from tests.test_registry_and_http import free_port
+
+httpx = pytest.importorskip("httpx", reason="needs the [serve] extra")
+pytest.importorskip("fastapi", reason="needs the [serve] extra")
+
+pytestmark = pytest.mark.model
+
+TINY = "bundled:smollm2-135m"
+REPORT = Path(__file__).resolve().parents[1] / "examples" / "kestrel_valley_water.txt"
+QUESTION = "Whose findings led the cooperative to lay a new main across the footbridge?"
+
+
+def start(*args: str, port: int) -> subprocess.Popen:
+    proc = subprocess.Popen([RAGFUNNEL, "serve", "--port", str(port), "--light", TINY, "--strong", TINY, *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read()
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).json()["status"] == "ok":
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("the server did not come up within 180 s")
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    proc = start("--queue", "4", port=port)
+    yield f"http://127.0.0.1:{port}", proc
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0  # a clean shutdown
+
+
+def test_a_stored_document_is_answered_and_its_chunks_shown(server):
+    url, _ = server
+    doc = httpx.post(f"{url}/v1/documents", json={"text": REPORT.read_text(), "name": "report"}, timeout=30).json()
+    r = httpx.post(f"{url}/v1/answer", json={"question": QUESTION, "document_id": doc["id"], "method": "fb",
+                                            "options": {"budget": 700}}, timeout=600)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["answer"].strip() and len(body["samples"]) == 5
+    assert 0 < sum(c["read"] for c in body["chunks"]) < len(body["chunks"])
+    assert [s["name"] for s in body["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate"]
+    listed = httpx.get(f"{url}/v1/documents", timeout=5).json()
+    assert [d["id"] for d in listed] == [doc["id"]] and set(listed[0]["prefill"].values()) <= {"kept", "reading",
+                                                                                                "queued"}
+
+
+def test_answer_tokens_stream_before_the_result(server):
+    url, _ = server
+    events = []
+    with httpx.stream("POST", f"{url}/v1/answer", timeout=600,
+                      json={"question": QUESTION, "text": REPORT.read_text(), "method": "op", "stream": True,
+                            "options": {"budget": 700}}) as r:
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                events.append(line[len("event: "):])
+    assert events.count("token") >= 2 and events[-1] == "result"
+    assert events.index("result") > max(i for i, e in enumerate(events) if e == "token")
+
+
+def test_a_client_gone_mid_stream_is_cancelled_and_the_server_keeps_serving(server):
+    url, _ = server
+    with httpx.stream("POST", f"{url}/v1/answer", timeout=600,
+                      json={"question": QUESTION, "text": REPORT.read_text(), "method": "lc", "stream": True,
+                            "options": {"max_tokens": 400}}) as r:
+        for line in r.iter_lines():
+            if line == "event: token":
+                break  # the client hangs up after the first token
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{url}/healthz", timeout=5).json()["pending"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert httpx.get(f"{url}/healthz", timeout=5).json()["pending"] == 0  # cancelled, not written to the end
+    ok = httpx.post(f"{url}/v1/answer", json={"question": "Who runs the cooperative?", "text": REPORT.read_text(),
+                                             "method": "op", "options": {"budget": 700}}, timeout=600)
+    assert ok.status_code == 200
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_twenty_concurrent_clients_are_each_answered_or_told_to_retry(server):
+    url, proc = server
+    before = rss_mb(proc.pid)
+    results: list[tuple[int, str | None]] = []
+
+    def client(i: int) -> None:
+        r = httpx.post(f"{url}/v1/answer", timeout=900,
+                       json={"question": f"Question {i}: who runs the cooperative?", "text": REPORT.read_text(),
+                             "method": "op", "options": {"budget": 700, "max_tokens": 8}})
+        results.append((r.status_code, r.headers.get("retry-after")))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(900)
+    statuses = sorted(s for s, _ in results)
+    assert len(results) == 20 and set(statuses) <= {200, 429}, statuses  # every request got its answer or a 429
+    assert statuses.count(200) >= 4  # the queue holds 4
+    assert all(retry is not None and int(retry) >= 1 for s, retry in results if s == 429)
+    assert rss_mb(proc.pid) - before < 300, (before, rss_mb(proc.pid))
+
+
+def test_the_inspector_in_a_browser(server, tmp_path):
+    url, _ = server
+    shot = drive_inspector(url, REPORT.read_text(), QUESTION, tmp_path / "inspector.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def drive_inspector(url: str, text: str, question: str, screenshot: Path, method: str = "fb") -> Path:
+    """Load the page in headless chromium, paste ``text``, ask, wait for the answer and the read chunks."""
+    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the [serve] extra)")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if not chromium or not driver_path:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them as root)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1800"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
+    try:
+        browser.get(url + "/")
+        WebDriverWait(browser, 30).until(lambda b: "light" in b.find_element(By.ID, "models").text)
+        browser.execute_script("document.getElementById('text').value = arguments[0]", text)
+        browser.find_element(By.ID, "question").send_keys(question)
+        Select(browser.find_element(By.ID, "method")).select_by_value(method)
+        browser.find_element(By.ID, "ask").click()
+        WebDriverWait(browser, 900).until(lambda b: b.find_element(By.ID, "status").text.startswith(("done", "4", "5")))
+        assert browser.find_element(By.ID, "status").text.startswith("done"), browser.find_element(By.ID, "status").text
+        assert browser.find_element(By.ID, "answer").text.strip()
+        read = browser.find_elements(By.CSS_SELECTOR, "#chunks .chunk.read")
+        assert read and len(read) < len(browser.find_elements(By.CSS_SELECTOR, "#chunks .chunk"))
+        assert browser.find_elements(By.CSS_SELECTOR, "#drafts li")
+        browser.save_screenshot(str(screenshot))
+    finally:
+        browser.quit()
+    return screenshot
+
+
+def test_a_server_reachable_from_other_machines_needs_a_token():
+    r = subprocess.run([RAGFUNNEL, "serve", "--host", "0.0.0.0", "--port", str(free_port())], capture_output=True,
+                       text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == ["error: --host 0.0.0.0 is reachable from other machines; set --token "
+                                             "(or $RAGFUNNEL_TOKEN) so only clients with it are answered, or bind "
+                                             "127.0.0.1"]
+
+
+def test_stored_and_inline_answers_match_the_cli(server, tmp_path):
+    """The same question and options through the server and through `ragfunnel ask` give the same answer."""
+    url, _ = server
+    r = httpx.post(f"{url}/v1/answer", timeout=600, json={"question": QUESTION, "text": REPORT.read_text(),
+                                                         "method": "op", "options": {"budget": 700}})
+    cli = subprocess.run([RAGFUNNEL, "ask", QUESTION, "--context", str(REPORT), "--method", "op", "--budget", "700",
+                          "--strong", TINY, "--json"], capture_output=True, text=True, timeout=600)
+    assert r.status_code == 200 and cli.returncode == 0, cli.stderr
+    assert r.json()["answer"] == json.loads(cli.stdout)["answer"]
