@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from ragfunnel.corpus.distill import DEFAULT_PRIOR_WEIGHT, LABELS_FILE, Labelled, train_pre_ranker
+from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.eval.metrics import answer_recall_at_k
 from ragfunnel.journal import read_rows
-from ragfunnel.retrieve.distill import DEFAULT_PRIOR_WEIGHT, LABELS_FILE, Labelled, train_pre_ranker
 from ragfunnel.retrieve.embed import minilm_directory
-from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
 
 KS = (1, 2, 3, 4)

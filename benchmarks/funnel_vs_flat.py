@@ -52,6 +52,8 @@ from tqdm.auto import tqdm
 import ragfunnel.corpus.index as corpus_index
 from index_scale import synthetic_corpus
 from ragfunnel.corpus import load_corpus
+from ragfunnel.corpus.distill import LABELS_FILE, collect_labels, train_pre_ranker
+from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index import CorpusIndex, build_index
 from ragfunnel.eval.datasets import load_dataset
@@ -61,9 +63,7 @@ from ragfunnel.journal import read_rows
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.methods.base import generate_answer
 from ragfunnel.retrieve.attention import load_post_ranker
-from ragfunnel.retrieve.distill import LABELS_FILE, collect_labels, train_pre_ranker
 from ragfunnel.retrieve.embed import MiniLMEmbedder, minilm_directory
-from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
 from ragfunnel.text import word_windows

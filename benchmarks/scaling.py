@@ -104,13 +104,13 @@ from typing import Any
 
 import numpy as np
 
-from ragfunnel.cli.scale import _first_call_sizes, method_for
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.index import CorpusIndex, build_index
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.registry import resolve
+from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations, save_demonstrations
 from ragfunnel.scaling.allocation import (
     BASE_THETAS,
     AllocationFit,
@@ -120,13 +120,7 @@ from ragfunnel.scaling.allocation import (
     save_fit,
     tasks_from_summaries,
 )
-from ragfunnel.scaling.demonstrations import (
-    Demonstration,
-    generate_iterdrag_demonstrations,
-    load_demonstrations,
-    make_drag_demonstrations,
-    save_demonstrations,
-)
+from ragfunnel.scaling.demonstrations import generate_iterdrag_demonstrations, make_drag_demonstrations
 from ragfunnel.scaling.grid import (
     METRICS,
     STRATEGIES,
@@ -144,6 +138,7 @@ from ragfunnel.scaling.grid import (
     within_budget,
 )
 from ragfunnel.scaling.plots import plot_predicted_vs_actual, plot_quality_vs_context
+from ragfunnel.scaling.sizing import first_call_sizes, method_for
 from ragfunnel.types import Example, Prediction
 
 log = logging.getLogger("scaling")
@@ -331,7 +326,7 @@ def prepare(name: str, args: argparse.Namespace, llm: LLM, budgets: list[int]) -
         # How many chains the budgets call for: IterDRAG sized with DRAG's demonstrations as stand-ins
         # (shorter than self-ask ones, so no configuration that could fit is missed).
         ds.iterdrag_demos = drag_demos
-        sizes = _first_call_sizes(iterdrag, probe, budgets[-1], build, llm)
+        sizes = first_call_sizes(iterdrag, probe, budgets[-1], build, llm)
         need = max((c.shots for c in iterdrag if worst_case_tokens(c, sizes[c]) <= budgets[-1]), default=0)
         if not args.dry_run and len(iter_demos) < need:
             iter_demos = iterdrag_demonstrations(split.train, index, resolve(args.demo_model), need=need,
@@ -353,7 +348,7 @@ def prepare(name: str, args: argparse.Namespace, llm: LLM, budgets: list[int]) -
                         name, len(short), len(iter_demos))
             configs = [c for c in configs if c not in short]
 
-    ds.first_call = _first_call_sizes(configs, probe, budgets[-1], build, llm)
+    ds.first_call = first_call_sizes(configs, probe, budgets[-1], build, llm)
     sized = list(ds.first_call)
     within_budget(sized, budgets[-1], ds.estimate)  # says which is the smallest if none fits
     ds.configs = select_configs(sized, ds.estimate, budgets, args.per_budget)
@@ -370,7 +365,7 @@ def prepare(name: str, args: argparse.Namespace, llm: LLM, budgets: list[int]) -
 
 def make_method(ds: Dataset, config: Config, llm: LLM) -> Any:
     demos = ds.iterdrag_demos if config.method == "iterdrag" else ds.drag_demos
-    return method_for(config, index=ds.index, llm=llm, demonstrations=demos, task=TASK)
+    return method_for(config, index=ds.index, strong=llm, demonstrations=demos, task=TASK)
 
 
 class Logged:

@@ -72,7 +72,7 @@ def test_option_the_method_does_not_take(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("Some text.")
     assert_one_line_error(run("ask", "Who?", "--context", str(path), "--method", "op", "--samples", "3"),
-                          "does not take samples")
+                          "--method op does not take --samples; it takes --budget, --chunk-words, --strong")
 
 
 def test_missing_model_file(tmp_path):

@@ -7,6 +7,8 @@ from click.testing import CliRunner
 
 from ragfunnel.cli.main import main
 from ragfunnel.corpus.index import build_index
+from ragfunnel.llm import FakeLLM
+from ragfunnel.llm.registry import registered
 from tests.test_funnel import DOCS
 
 
@@ -50,3 +52,15 @@ def test_scaling_options_need_an_index(tmp_path):
     assert result.exit_code == 1 and "--documents goes with --index" in result.output
     result = run("ask", "Who kept the light?", "--context", str(context), "--method", "iterdrag")
     assert result.exit_code == 1 and "pass --index DIR instead of --context" in result.output
+
+
+def test_ask_answers_with_drag_from_the_index(index_dir):
+    with registered("fake:ask", FakeLLM(lambda prompt, i: "Martha Quill")):
+        result = run("ask", "Who kept the Gull Rock light?", "--index", str(index_dir), "--method", "drag",
+                     "--documents", "1", "--strong", "fake:ask", "--json")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["answer"] == "Martha Quill"
+        refused = run("ask", "Who kept the light?", "--index", str(index_dir), "--method", "iterdrag",
+                      "--strong", "fake:ask", "--choice", "Martha Quill", "--choice", "Port Ellis")
+    assert refused.exit_code == 1
+    assert "iterdrag answers open questions and takes no choices (--choice)" in refused.output

@@ -6,16 +6,16 @@ import math
 import numpy as np
 import pytest
 
-from ragfunnel.corpus.index import CorpusIndex, build_index
-from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.retrieve.distill import (
+from ragfunnel.corpus.distill import (
     Labelled,
     aggregate_scores,
     collect_labels,
     label_positives,
     train_pre_ranker,
 )
-from ragfunnel.retrieve.funnel import FunnelRetriever
+from ragfunnel.corpus.funnel import FunnelRetriever
+from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Example
 from tests.conftest import HOTPOT
 from tests.test_funnel import DOCS, WordOverlap
@@ -42,7 +42,7 @@ def test_positives_are_answer_hits_and_the_top_k_scored_documents():
 
 def test_bpr_loss_against_hand_computed_values():
     torch = pytest.importorskip("torch")
-    from ragfunnel.retrieve.distill import bpr_loss
+    from ragfunnel.corpus.distill import bpr_loss
 
     loss = bpr_loss(torch.tensor([2.0, 0.0, 1.0]), [True, False, False])
     # pairs (2 - 0) and (2 - 1): mean of log(1 + e^-2) and log(1 + e^-1)
@@ -153,8 +153,8 @@ def test_a_corrupted_prior_file_is_named(tmp_path):
 
 
 def test_ctrl_c_while_labelling_keeps_the_finished_labels(tmp_path, monkeypatch):
+    from ragfunnel.corpus import distill
     from ragfunnel.errors import Interrupted
-    from ragfunnel.retrieve import distill
 
     build_index(DOCS, tmp_path / "ix", source="test")
     retriever = FunnelRetriever(CorpusIndex(tmp_path / "ix"), pre_ranker=WordOverlap(), post_ranker=WordOverlap(),

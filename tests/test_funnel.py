@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from ragfunnel.corpus.funnel import FunnelRetriever, default_top_clusters
 from ragfunnel.corpus.index import CorpusIndex, build_index
 from ragfunnel.errors import ConfigError
-from ragfunnel.retrieve.funnel import FunnelRetriever, default_top_clusters
 from ragfunnel.types import Document
 
 DOCS = [

@@ -19,7 +19,7 @@ from ragfunnel.errors import InputError
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
-from ragfunnel.scaling.demonstrations import Demonstration, load_demonstrations, save_demonstrations
+from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations, save_demonstrations
 from ragfunnel.types import Document
 from tests.test_scale_cli import DRAG_GRID, write_run
 

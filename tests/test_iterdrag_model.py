@@ -40,7 +40,7 @@ def hotpot_index(hotpot_examples, tmp_path_factory):
 
 def test_iterdrag_end_to_end_follows_up_and_grows_its_context(hotpot_index):
     index, example = hotpot_index
-    method = IterDRAG(index=index, llm="bundled:qwen2.5-1.5b", documents=2, iterations=2, max_tokens=32)
+    method = IterDRAG(index=index, strong="bundled:qwen2.5-1.5b", documents=2, iterations=2, max_tokens=32)
     started = time.perf_counter()
     p = method.run(example["question"])
     seconds = time.perf_counter() - started

@@ -1,12 +1,17 @@
 """Reports from real run directories (written with the FakeLLM; no model)."""
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from ragfunnel.cli.main import main
 from ragfunnel.errors import ConfigError, InputError, ModelError
 from ragfunnel.eval.report import budget_curves, summarise_run, write_report
 from ragfunnel.eval.runner import run_eval
 from ragfunnel.journal import ROWS_FILE
 from ragfunnel.llm import FakeLLM
+from ragfunnel.llm.registry import registered
 from ragfunnel.methods import make_method
 from ragfunnel.types import Document, Example
 
@@ -27,7 +32,8 @@ def make_run(path, budget, n=3):
                "vanilla": make_method("vanilla", strong=FakeLLM(unreachable), budget=budget, chunk_words=20)}
     exs = [Example(id=str(i), question="When did the bridge open?", context=CONTEXT, answers=["1932"],
                    passages=PASSAGES, meta={"supporting_titles": ["Bridge"]}) for i in range(n)]
-    run_eval(exs, methods, path, config={"dataset": "bridges.jsonl", "options": {"budget": budget}}, progress=False)
+    received = {"op": {"budget": budget}, "lc": {}, "vanilla": {"budget": budget}}  # as `ragfunnel eval` records
+    run_eval(exs, methods, path, config={"dataset": "bridges.jsonl", "method_options": received}, progress=False)
 
 
 def test_report_renders_tables_and_non_empty_plots(tmp_path):
@@ -88,3 +94,25 @@ def test_budget_curves_average_the_questions_answered_at_every_budget(tmp_path):
     summaries = summarise_run(tmp_path / "b20") + summarise_run(tmp_path / "b60")
     curves = budget_curves(summaries, "f1")
     assert curves == {"op (bridges, n=2)": [(20, 0.5), (60, 1.0)]}  # lc has no budget; vanilla only failed
+
+
+def test_each_methods_budget_is_what_eval_recorded_it_received(tmp_path):
+    data = tmp_path / "bridges.jsonl"
+    data.write_text(json.dumps({"id": "1", "question": "When did the bridge open?", "answers": ["1932"],
+                                "context": CONTEXT}) + "\n")
+    with registered("fake:report", FakeLLM(lambda prompt, i: "1932")):
+        result = CliRunner().invoke(main, ["eval", str(data), "--methods", "op,lc", "--strong", "fake:report",
+                                           "--budget", "50", "--chunk-words", "20", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["method_options"] == {"op": {"task": "qa", "strong": "fake:report", "budget": 50, "chunk_words": 20},
+                                        "lc": {"task": "qa", "strong": "fake:report"}}
+    assert {s.method: s.budget for s in summarise_run(tmp_path / "run")} == {"op": 50, "lc": None}
+
+
+def test_a_run_that_recorded_no_method_options_has_no_budgets(tmp_path):
+    llm = FakeLLM(lambda prompt, i: "1932")
+    exs = [Example(id="1", question="When did the bridge open?", context=CONTEXT, answers=["1932"])]
+    run_eval(exs, {"op": make_method("op", strong=llm, budget=20, chunk_words=20)}, tmp_path,
+             config={"options": {"budget": 20}}, progress=False)  # as runs were recorded before
+    assert [s.budget for s in summarise_run(tmp_path)] == [None]

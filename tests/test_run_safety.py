@@ -244,7 +244,8 @@ def test_ctrl_c_in_a_grid_keeps_the_finished_answers(tmp_path):
 
 def test_ctrl_c_while_making_demonstrations_keeps_the_finished_ones(tmp_path):
     from ragfunnel.errors import Interrupted
-    from ragfunnel.scaling.demonstrations import Demonstration, extend_demonstrations, load_demonstrations
+    from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations
+    from ragfunnel.scaling.demonstrations import extend_demonstrations
 
     interrupt = stops_on_call(3)
 
@@ -263,7 +264,8 @@ def test_ctrl_c_while_making_demonstrations_keeps_the_finished_ones(tmp_path):
 
 def test_two_writers_of_one_demonstrations_file_are_refused(tmp_path):
     from ragfunnel.errors import RunBusy
-    from ragfunnel.scaling.demonstrations import Demonstration, extend_demonstrations
+    from ragfunnel.methods.demonstrations import Demonstration
+    from ragfunnel.scaling.demonstrations import extend_demonstrations
 
     out = tmp_path / "demos.jsonl"
 

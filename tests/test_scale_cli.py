@@ -6,11 +6,12 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from ragfunnel.cli.scale import _first_call_sizes, plan, scale
+from ragfunnel.cli.scale import plan, scale
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import FakeLLM
 from ragfunnel.llm.registry import registered
 from ragfunnel.scaling.grid import Config, default_grid
+from ragfunnel.scaling.sizing import first_call_sizes
 from ragfunnel.types import Prediction, Trace
 
 EPS = 0.01
@@ -137,7 +138,7 @@ def test_first_call_sizes_measure_the_methods_own_prompt_and_skip_what_cannot_fi
 
     configs = default_grid(["zero-shot", "rag", "drag"], documents=(0, 1, 5, 10), shots=(0, 1, 4))
     llm = FakeLLM(lambda prompt, i: "never called")
-    sizes = _first_call_sizes(configs, ["one two", "one two three four"], 100, build, llm)
+    sizes = first_call_sizes(configs, ["one two", "one two three four"], 100, build, llm)
     assert sizes[Config("zero-shot", 0, 0)] == 4  # the longer question
     assert sizes[Config("rag", 5, 0)] == 54 and sizes[Config("drag", 1, 1)] == 24
     assert sizes[Config("rag", 10, 0)] == 104  # over the limit, so k=10 with m=1 is not built ...

@@ -9,13 +9,23 @@ from ragfunnel.errors import (
     ModelError,
     RagfunnelError,
 )
-from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method
+from ragfunnel.methods import (
+    CONTEXT_METHODS,
+    CORPUS_METHODS,
+    DEFAULT_CORPUS_METHOD,
+    DEFAULT_METHOD,
+    METHODS,
+    make_method,
+    method_kind,
+    options_of,
+)
 from ragfunnel.types import Chunk, Completion, Example, Prediction, Sample, ScoredChunk, StageTrace, Trace
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "answer", "make_method", "METHODS", "DEFAULT_METHOD",
+    "answer", "make_method", "method_kind", "options_of", "METHODS", "CONTEXT_METHODS", "CORPUS_METHODS",
+    "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
     "Chunk", "Completion", "Example", "Prediction", "Sample", "ScoredChunk", "StageTrace", "Trace",
     "RagfunnelError", "ConfigError", "InputError", "ModelError", "BackendUnavailable", "MissingExtra",
 ]

@@ -57,12 +57,12 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
 
     Load the result with `ragfunnel search DIR QUESTION --pre-ranker OUT`.
     """
+    from ragfunnel.corpus.distill import LABELS_FILE, collect_labels, train_pre_ranker
+    from ragfunnel.corpus.funnel import FunnelRetriever
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
     from ragfunnel.retrieve.attention import load_post_ranker
-    from ragfunnel.retrieve.distill import LABELS_FILE, collect_labels, train_pre_ranker
     from ragfunnel.retrieve.embed import minilm_directory
-    from ragfunnel.retrieve.funnel import FunnelRetriever
     from ragfunnel.retrieve.rerank import BiEncoderPreRanker
 
     journal.out_dir(out_dir)

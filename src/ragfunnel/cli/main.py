@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +26,17 @@ from ragfunnel.eval.runner import EvalRow, run_eval
 from ragfunnel.journal import FAILED_FILE
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
 from ragfunnel.llm.registry import check_backends, model_identity
-from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
+from ragfunnel.methods import (
+    CONTEXT_METHODS,
+    CORPUS_METHODS,
+    DEFAULT_CORPUS_METHOD,
+    DEFAULT_METHOD,
+    METHODS,
+    check_source,
+    make_method,
+    method_kind,
+    options_of,
+)
 from ragfunnel.methods.fbrag import MAX_SAMPLES
 from ragfunnel.prompts import TASKS
 from ragfunnel.text import read_context
@@ -75,26 +85,19 @@ def method_options(command: Callable) -> Callable:
     return command
 
 
-# Methods over a corpus index, and the `ask` options each takes.
-CORPUS_METHODS = {
-    "funnel": {"strong"},
-    "drag": {"strong", "documents", "shots", "demonstrations"},
-    "iterdrag": {"strong", "documents", "shots", "demonstrations", "iterations"},
-}
-
-
 @main.command()
 @click.argument("question")
 @click.option("--context", "context_path", metavar="FILE", help="UTF-8 text file to answer from; '-' reads stdin.")
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
               help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
-@click.option("--method", type=click.Choice([*METHODS, *CORPUS_METHODS]),
+@click.option("--method", type=click.Choice(list(METHODS)),
               help="auto: fb, or lc where predicted at least twice as fast on this machine (op under "
                    "--max-seconds); "
                    "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
                    "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "
-                   f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, funnel with --index].")
+                   f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with "
+                   "--index].")
 @click.option("--documents", type=click.IntRange(0, 10_000),
               help="drag/iterdrag: documents k per retrieval [default: 5].")
 @click.option("--shots", type=click.IntRange(0, 10_000),
@@ -116,24 +119,40 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
     if (context_path is None) == (index_dir is None):
         raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
                           "not both or neither")
-    if index_dir is not None:
-        with _streaming(options.get("strong"), enabled=not as_json):
-            prediction = _ask_corpus(question, index_dir, method or "funnel", task, options, choices)
-    else:
-        if method in CORPUS_METHODS:
-            raise ConfigError(f"--method {method} answers from a corpus index; pass --index DIR instead of --context")
-        scaling = sorted({"documents", "shots", "demonstrations", "iterations"} & set(options))
-        if scaling:
-            raise ConfigError(f"--{scaling[0]} goes with --index and --method drag or iterdrag")
-        context = read_context(context_path)
-        chosen = make_method(method or DEFAULT_METHOD, task=task, **options)  # options checked before loading
-        with _streaming(options.get("strong"), enabled=not as_json):
+    method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
+    check_source(method, index=index_dir)
+    _refuse_options(method, options, flags=given)
+    context = read_context(context_path) if context_path is not None else None
+    chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
+    with _streaming(options.get("strong"), enabled=not as_json):
+        if context is None:
+            prediction = chosen.run(question, choices=list(choices) or None)
+        else:
             prediction = chosen.run(question, context, choices=list(choices) or None)
     if as_json:
         click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
     else:
         click.echo(prediction.answer)
         click.echo(_summary(prediction), err=True)
+
+
+def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str]) -> None:
+    """Refuse the options ``method`` does not take, named as the command line spells them (``make_method``
+    names keywords, some of which have no flag)."""
+    takes = options_of(method)
+    unknown = sorted(set(options) - set(takes))
+    if not unknown:
+        return
+    if method_kind(method) == "context":
+        corpus = [m for m in CORPUS_METHODS if unknown[0] in options_of(m)]
+        if corpus:
+            raise ConfigError(f"{_flag(unknown[0])} goes with --index and --method {' or '.join(corpus)}")
+    valid = ", ".join(_flag(o) for o in sorted(takes) if o in flags)
+    raise ConfigError(f"--method {method} does not take {', '.join(map(_flag, unknown))}; it takes {valid}")
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
 
 
 @contextmanager
@@ -155,28 +174,6 @@ def _streaming(strong: str | None, *, enabled: bool) -> Iterator[None]:
     finally:
         llm.on_text = None
         click.echo("", err=True)
-
-
-def _ask_corpus(question: str, index_dir: Path, method: str, task: str, options: dict[str, Any],
-                choices: tuple[str, ...]) -> Prediction:
-    if method not in CORPUS_METHODS:
-        raise ConfigError(f"--index answers with --method {', '.join(CORPUS_METHODS)}; {method} reads a --context")
-    unknown = sorted(set(options) - CORPUS_METHODS[method])
-    if unknown:
-        flags = ", ".join("--" + u.replace("_", "-") for u in unknown)
-        valid = ", ".join("--" + o for o in sorted(CORPUS_METHODS[method]))
-        raise ConfigError(f"--method {method} does not take {flags}; it takes {valid}")
-    if method == "funnel":
-        from ragfunnel.methods.funnel import FunnelRAG
-
-        return FunnelRAG(index_dir, task=task, **options).run(question, choices=list(choices) or None)
-    if method == "drag":
-        from ragfunnel.methods.drag import DRAG as corpus_method
-    else:
-        from ragfunnel.methods.iterdrag import IterDRAG as corpus_method
-    if "strong" in options:
-        options["llm"] = options.pop("strong")
-    return corpus_method(index=index_dir, task=task, **options).run(question)
 
 
 def _summary(prediction: Prediction) -> str:
@@ -216,7 +213,7 @@ def models(prepare: bool, verify: bool, as_json: bool) -> None:
 @main.command("eval")
 @click.argument("dataset", type=click.Path(path_type=Path))
 @click.option("--methods", "method_names", default=f"op,{DEFAULT_METHOD}", show_default=True,
-              help=f"Comma-separated methods: {', '.join(METHODS)}.")
+              help=f"Comma-separated methods: {', '.join(CONTEXT_METHODS)}.")
 @click.option("--out", "run_dir", required=True, type=click.Path(path_type=Path),
               help="Run directory (made if missing): rows.jsonl grows as pairs finish, failed pairs go to "
                    "failed.jsonl; re-running resumes. One process at a time may write it.")
@@ -243,9 +240,11 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     model_settings(given)
     names = [m.strip() for m in method_names.split(",") if m.strip()]
-    unknown = [m for m in names if m not in METHODS]
-    if unknown or not names:
-        raise ConfigError(f"unknown method {', '.join(unknown) or '(none)'}; valid methods: {', '.join(METHODS)}")
+    wrong = [m for m in names if m not in CONTEXT_METHODS]
+    if wrong or not names:
+        why = (f"{wrong[0]} answers from a corpus index, eval from each example's own context"
+               if wrong and wrong[0] in CORPUS_METHODS else f"unknown method {', '.join(wrong) or '(none)'}")
+        raise ConfigError(f"{why}; valid methods: {', '.join(CONTEXT_METHODS)}")
     if (corpus is None) != (context_words is None):
         raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
     journal.check_free(run_dir)  # before the slow setup: a second writer stops here
@@ -262,14 +261,15 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     task = task or tasks[0]
     examples = [e if e.task == task else replace(e, task=task) for e in examples]  # scored as they are prompted
     options = {k: v for k, v in given.items() if v is not None}
-    methods = {name: make_method(name, task=task, **{k: v for k, v in options.items() if k in options_of(name)})
-               for name in names}
+    # Each method gets the options it takes; the run records them, so a report knows what each ran with.
+    received = {name: {"task": task, **{k: v for k, v in options.items() if k in options_of(name)}} for name in names}
+    methods = {name: make_method(name, **received[name]) for name in names}
     specs = [options.get("strong", DEFAULT_STRONG)]
     if any("light" in options_of(name) for name in names):
         specs.append(options.get("light", DEFAULT_LIGHT))
     check_backends(specs)  # a server that is down stops the run here, before any row
     config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options,
-              "models": {spec: model_identity(spec) for spec in specs}}
+              "method_options": received, "models": {spec: model_identity(spec) for spec in specs}}
     if corpus is not None:
         config |= {"corpus": str(corpus.resolve()), "context_words": context_words}
     result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed)
@@ -368,8 +368,8 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
     question = check_question(question)
     ix = CorpusIndex(index_dir)
     if funnel:
+        from ragfunnel.corpus.funnel import FunnelRetriever
         from ragfunnel.retrieve.attention import load_post_ranker
-        from ragfunnel.retrieve.funnel import FunnelRetriever
         from ragfunnel.retrieve.rerank import load_pre_ranker
 
         retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker, stored=ix.document_vectors),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,8 @@ from ragfunnel.cli.common import Command, Group, model_settings, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.journal import FAILED_FILE, check_free, out_file
-from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
+from ragfunnel.llm.base import LLM
+from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations
 from ragfunnel.scaling.allocation import (
     Informativeness,
     Observation,
@@ -45,9 +45,7 @@ from ragfunnel.scaling.grid import (
     summarize,
     within_budget,
 )
-from ragfunnel.types import Completion
-
-log = logging.getLogger(__name__)
+from ragfunnel.scaling.sizing import first_call_sizes, method_for
 
 SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
 FIT_FILE = "allocation.json"
@@ -75,86 +73,9 @@ def scale() -> None:
     n iterations), tabulate the best quality per token budget, and fit the computation allocation model."""
 
 
-def method_for(config: Config, *, index: Any, llm: LLM, demonstrations: Any, task: str = "multihop") -> Answerer:
-    """The object that answers under ``config``: zero-shot and RAG are DRAG with m = 0 (and k = 0)."""
-    if config.method == "iterdrag":
-        from ragfunnel.methods.iterdrag import IterDRAG
-
-        return IterDRAG(index=index, llm=llm, documents=config.documents, shots=config.shots,
-                        iterations=config.iterations, demonstrations=demonstrations, task=task)
-    from ragfunnel.methods.drag import DRAG
-
-    return DRAG(index=index, llm=llm, documents=config.documents, shots=config.shots,
-                demonstrations=demonstrations, task=task)
-
-
-class _FirstCallProbe(BaseLLM):
-    """Stands in for the model while sizing configurations: counts each prompt with the real model's
-    tokenizer and replies with a final answer at once, so the method's own prompt code measures its
-    first (for DRAG, only) call without generating anything."""
-
-    def __init__(self, llm: LLM):
-        super().__init__()
-        self.name = f"probe:{llm.name}"
-        self._llm = llm
-        self.prompt_tokens: list[int] = []
-
-    @property
-    def context_window(self) -> int:
-        return self._llm.context_window
-
-    def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
-        tokens = self._llm.count_tokens(prompt)
-        self.prompt_tokens.append(tokens)
-        # The self-ask final-answer line: IterDRAG stops there, DRAG takes any reply.
-        return [Completion("So the final answer is: unknown", tokens, 1, 0.0)] * n
-
-    def _count_tokens(self, text: str) -> int:
-        return self._llm.count_tokens(text)
-
-
-def _first_call_sizes(configs: Sequence[Config], questions: Sequence[str], limit: int,
-                      build: Callable[[Config, LLM], Answerer], llm: LLM) -> dict[Config, int]:
-    """Tokens of each configuration's first call (the largest over ``questions``). A configuration the
-    method refuses is left out with a warning. Past ``limit`` tokens, configurations with at least as
-    many documents and demonstrations are not built: their prompts are no shorter."""
-    sizes: dict[Config, int] = {}
-    over: list[Config] = []
-    refused: list[str] = []
-    for config in configs:
-        smaller = next((o for o in over if o.method == config.method and o.documents <= config.documents
-                        and o.shots <= config.shots), None)
-        if smaller is not None:  # already over the limit with fewer documents and demonstrations
-            sizes[config] = sizes[smaller]
-            continue
-        probe = _FirstCallProbe(llm)
-        firsts = []
-        try:
-            method = build(config, probe)
-            for q in questions:
-                calls_before = len(probe.prompt_tokens)
-                method.run(q)
-                firsts.extend(probe.prompt_tokens[calls_before:calls_before + 1])
-        except RagfunnelError as e:
-            refused.append(f"{config.label}: {e}")
-            continue
-        sizes[config] = max(firsts, default=0)
-        if sizes[config] > limit:
-            over.append(config)
-    if refused:
-        log.warning("%d configuration(s) cannot run and are left out; first: %s", len(refused), refused[0])
-    if not sizes:
-        raise ConfigError(f"no configuration can run: {refused[0]}")
-    return sizes
-
-
-def _demonstrations(path: Path | None) -> Any:
+def _demonstrations(path: Path | None) -> list[Demonstration]:
     """Read once here rather than by each of the grid's method objects."""
-    if path is None:
-        return ()
-    from ragfunnel.scaling.demonstrations import load_demonstrations
-
-    return load_demonstrations(path)
+    return [] if path is None else load_demonstrations(path)
 
 
 @scale.command(short_help="Run DRAG/IterDRAG over the configurations within the budgets (resumable).")
@@ -218,9 +139,9 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     demos = _demonstrations(demonstrations_path)
 
     def build(config: Config, answering: LLM) -> Answerer:
-        return method_for(config, index=index, llm=answering, demonstrations=demos, task=task)
+        return method_for(config, index=index, strong=answering, demonstrations=demos, task=task)
 
-    sizes = _first_call_sizes(configs, [e.question for e in examples[:3]], limits[-1], build, llm)
+    sizes = first_call_sizes(configs, [e.question for e in examples[:3]], limits[-1], build, llm)
     for budget in limits:  # each budget must admit something, or its table row would be empty
         within_budget(sizes, budget, sizes.__getitem__)
     chosen = within_budget(sizes, limits[-1], sizes.__getitem__)

@@ -1,4 +1,5 @@
-"""Corpora: reading documents from files, the relation graph between them, and clustering."""
+"""Corpora: reading documents from files, the relation graph between them, clustering, the persistent
+index, and FunnelRAG's progressive retrieval over it (``funnel``) with its distillation (``distill``)."""
 
 from ragfunnel.corpus.readers import load_corpus, read_mediawiki
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from ragfunnel import journal
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.runner import load_eval
-from ragfunnel.methods import METHODS, options_of
 
 # The headline metric per task family, in order of preference.
 HEADLINE = ("f1", "rouge_l", "accuracy")
@@ -80,11 +79,13 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
     dataset = Path(str(config.get("dataset", run_dir.name))).stem
     if config.get("context_words"):
         dataset += f" @{config['context_words']}w"  # long contexts built from a corpus
-    options = config.get("options") if isinstance(config.get("options"), dict) else {}
+    # The options each method ran with, as `ragfunnel eval` records them: only a method given a budget belongs
+    # on the budget curve (a run written before they were recorded has none).
+    received = config.get("method_options")
     out = []
     for method in dict.fromkeys(r.method for r in rows):
-        # Only methods that read a budgeted context belong on the budget curve.
-        budget = options.get("budget") if method in METHODS and "budget" in options_of(method) else None
+        options = received.get(method) if isinstance(received, dict) else None
+        budget = options.get("budget") if isinstance(options, dict) else None
         mine = [r for r in rows if r.method == method]
         ok = [r for r in mine if r.error is None]
         secs = [r.seconds for r in ok]

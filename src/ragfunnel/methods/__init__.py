@@ -1,14 +1,24 @@
-"""Methods over a provided long context, by name."""
+"""Every method by name, of two kinds.
+
+A *context* method answers from a long text handed over with each question (``ask --context``);
+a *corpus* method is built on a corpus index and answers from what it retrieves there
+(``ask --index``). :func:`make_method` builds both and checks their options the same way.
+"""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Literal, Protocol
 
+from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
 from ragfunnel.methods.auto import Auto
+from ragfunnel.methods.drag import DRAG
 from ragfunnel.methods.fbrag import FBRAG
+from ragfunnel.methods.funnel import FunnelRAG
+from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
 from ragfunnel.methods.self_route import SelfRoute
@@ -16,10 +26,24 @@ from ragfunnel.methods.vanilla import VanillaRAG
 from ragfunnel.types import Prediction
 
 
-class Method(Protocol):
+class ContextMethod(Protocol):
+    """Answers from the text given with each question; ``choices`` are the options of a multiple-choice one."""
+
     name: str
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction: ...
+
+
+class CorpusMethod(Protocol):
+    """Answers from the corpus index it was built on; ``choices`` are the options of a multiple-choice
+    question, which a method that answers open questions only (DRAG, IterDRAG) refuses."""
+
+    name: str
+
+    def run(self, question: str, *, choices: list[str] | None = None) -> Prediction: ...
+
+
+Method = ContextMethod | CorpusMethod
 
 
 def _fb(**options: Any) -> FBRAG:
@@ -30,7 +54,8 @@ def _fb_f(**options: Any) -> FBRAG:
     return FBRAG(**{"eta_forward": 1.0, "eta_backward": 0.0, **options})
 
 
-METHODS: dict[str, tuple[Callable[..., Method], type]] = {
+# name -> (what builds it, the class whose keyword options it takes)
+_CONTEXT: dict[str, tuple[Callable[..., ContextMethod], type]] = {
     "auto": (Auto, Auto),
     "fb-f": (_fb_f, FBRAG),
     "fb": (_fb, FBRAG),
@@ -39,25 +64,57 @@ METHODS: dict[str, tuple[Callable[..., Method], type]] = {
     "self-route": (SelfRoute, SelfRoute),
     "lc": (LongContext, LongContext),
 }
-DEFAULT_METHOD = "auto"
+_CORPUS: dict[str, tuple[Callable[..., CorpusMethod], type]] = {
+    "funnel": (FunnelRAG, FunnelRAG),
+    "drag": (DRAG, DRAG),
+    "iterdrag": (IterDRAG, IterDRAG),
+}
+METHODS: dict[str, tuple[Callable[..., Method], type]] = {**_CONTEXT, **_CORPUS}
+CONTEXT_METHODS = tuple(_CONTEXT)
+CORPUS_METHODS = tuple(_CORPUS)
+DEFAULT_METHOD = "auto"  # over a context
+DEFAULT_CORPUS_METHOD = "funnel"
+
+
+def _registered(name: str) -> tuple[Callable[..., Method], type]:
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+    return METHODS[name]
+
+
+def method_kind(name: str) -> Literal["context", "corpus"]:
+    """Whether method ``name`` reads a provided context or searches a corpus index."""
+    _registered(name)
+    return "corpus" if name in _CORPUS else "context"
 
 
 def options_of(name: str) -> list[str]:
-    """The keyword options method ``name`` accepts."""
-    return [p for p in inspect.signature(METHODS[name][1].__init__).parameters if p != "self"]
+    """The keyword options method ``name`` accepts (a corpus method's ``index`` is not one of them)."""
+    return [p for p in inspect.signature(_registered(name)[1].__init__).parameters if p not in ("self", "index")]
 
 
-def make_method(name: str, **options: Any) -> Method:
-    """Build method ``name``; options it does not take are an error that lists the ones it does."""
-    if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+def check_source(name: str, *, index: CorpusIndex | str | Path | None) -> None:
+    """Refuse a corpus method without an index, and a context method given one."""
+    kind = method_kind(name)
+    if kind == "context" and index is not None:
+        raise ConfigError(f"--index answers with --method {', '.join(CORPUS_METHODS)}; {name} reads a --context")
+    if kind == "corpus" and index is None:
+        raise ConfigError(f"--method {name} answers from a corpus index; pass --index DIR instead of --context")
+
+
+def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, **options: Any) -> Method:
+    """Build method ``name``: a corpus method on ``index`` (a :class:`CorpusIndex` or its directory), a
+    context method without one. Options it does not take are an error that lists the ones it does."""
+    check_source(name, index=index)
     valid = options_of(name)
     unknown = sorted(set(options) - set(valid))
     if unknown:
         raise ConfigError(f"method {name} does not take {', '.join(unknown)}; it takes {', '.join(valid)}")
-    factory, _ = METHODS[name]
-    return factory(**options)
+    factory, _ = _registered(name)
+    return factory(**options) if index is None else factory(index=index, **options)
 
 
-__all__ = ["METHODS", "DEFAULT_METHOD", "Method", "make_method", "options_of", "Auto", "FBRAG", "LongContext",
-           "OrderPreservingRAG", "SelfRoute", "VanillaRAG"]
+__all__ = ["METHODS", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
+           "ContextMethod", "CorpusMethod", "Method", "check_source", "make_method", "method_kind", "options_of",
+           "Auto", "DRAG", "FBRAG", "FunnelRAG", "IterDRAG", "LongContext", "OrderPreservingRAG", "SelfRoute",
+           "VanillaRAG"]

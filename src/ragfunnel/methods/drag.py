@@ -3,7 +3,7 @@
 One LLM call reads ``shots`` solved training questions, each with the ``documents`` retrieved
 for its own question, then the test question's ``documents`` and the question. Compute grows
 with both: the prompt's tokens are the effective context length. The pieces IterDRAG shares
-(opening the index, demonstrations, the timed call) live here too.
+(checking the options, refusing choices, documents as chunks) live here too.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question, timed_call
+from ragfunnel.methods.demonstrations import Demonstration, check_shots, load_demonstrations
 from ragfunnel.prompts import clean_answer
 from ragfunnel.prompts.self_ask import Shot, display_order, drag_prompt
 from ragfunnel.prompts.templates import TASKS, check_task
-from ragfunnel.scaling.demonstrations import Demonstration, check_shots, load_demonstrations
 from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, StageTrace
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,13 @@ def check_options(
                    check_shots(demos, shots), task)
 
 
+def refuse_choices(method: str, choices: list[str] | None) -> None:
+    """DRAG and IterDRAG answer open questions: options to choose from have no place in their prompts."""
+    if choices is not None:
+        raise ConfigError(f"{method} answers open questions and takes no choices (--choice); "
+                          "--method funnel answers multiple-choice questions from an index")
+
+
 def as_chunks(documents: Sequence[Document], scores: dict[str, float]) -> list[ScoredChunk]:
     """Documents (in the order shown) as the chunks a Prediction reports, with their retrieval scores."""
     return [ScoredChunk(Chunk(id=d.id, text=d.render(), doc_id=d.id, position=i, n_words=d.n_words),
@@ -73,7 +80,7 @@ class DRAG:
         self,
         *,
         index: CorpusIndex | str | Path,
-        llm: str | LLM = DEFAULT_STRONG,
+        strong: str | LLM = DEFAULT_STRONG,
         documents: int = 5,
         shots: int = 0,
         demonstrations: Sequence[Demonstration] | str | Path = (),
@@ -81,7 +88,7 @@ class DRAG:
         max_tokens: int | None = None,
     ):
         self.options = check_options(index, documents, shots, demonstrations, task)
-        self.llm = llm
+        self.strong = strong
         self.max_tokens = max_tokens or ANSWER_TOKENS[task]
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
 
@@ -91,7 +98,8 @@ class DRAG:
             self._shots = [d.shot(o.index, o.documents, self_ask=False) for d in o.demonstrations]
         return self._shots
 
-    def run(self, question: str) -> Prediction:
+    def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
+        refuse_choices(self.name, choices)
         question = check_question(question)
         o = self.options
         started = time.perf_counter()
@@ -100,7 +108,7 @@ class DRAG:
         retrieve = StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=len(o.index),
                               n_out=len(hits), detail={"documents": o.documents, "shots": len(shots)})
         shown = display_order([[d for d, _ in hits]])
-        llm = resolve(self.llm)
+        llm = resolve(self.strong)
         log.info("drag: %s reads %d shot(s) and %d document(s)", llm.name, len(shots), len(shown))
         prompt = drag_prompt(question, shown, shots, style=TASKS[o.task].style)
         completion, stage = timed_call(llm, prompt, stage="generate", max_tokens=self.max_tokens)

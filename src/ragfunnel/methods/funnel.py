@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import ANSWER_TOKENS, as_prediction, check_question, generate_answer
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
-from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ranker
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
@@ -22,8 +22,8 @@ class FunnelRAG:
 
     def __init__(
         self,
-        index: CorpusIndex | str | Path,
         *,
+        index: CorpusIndex | str | Path,
         strong: str | LLM = DEFAULT_STRONG,
         post_ranker: str | PostRanker = DEFAULT_LIGHT,
         pre_ranker: str | PreRanker = DEFAULT_PRE_RANKER,

@@ -23,7 +23,8 @@ from ragfunnel.eval.metrics import normalize_answer
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question, timed_call
-from ragfunnel.methods.drag import as_chunks, check_options
+from ragfunnel.methods.demonstrations import Demonstration, SelfAskStep
+from ragfunnel.methods.drag import as_chunks, check_options, refuse_choices
 from ragfunnel.prompts.self_ask import (
     FINAL_GRAMMAR,
     INTERMEDIATE_GRAMMAR,
@@ -36,7 +37,6 @@ from ragfunnel.prompts.self_ask import (
     parse_final,
     parse_step,
 )
-from ragfunnel.scaling.demonstrations import Demonstration, SelfAskStep
 from ragfunnel.types import Document, Prediction, ScoredChunk, StageTrace, Trace
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class IterDRAG:
         self,
         *,
         index: CorpusIndex | str | Path,
-        llm: str | LLM = DEFAULT_STRONG,
+        strong: str | LLM = DEFAULT_STRONG,
         documents: int = 5,
         shots: int = 0,
         demonstrations: Sequence[Demonstration] | str | Path = (),
@@ -85,7 +85,7 @@ class IterDRAG:
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
         self.options = check_options(index, documents, shots, demonstrations, task)
-        self.llm = llm
+        self.strong = strong
         self.iterations = iterations
         self.max_tokens = max_tokens
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
@@ -96,7 +96,8 @@ class IterDRAG:
             self._shots = [d.shot(o.index, o.documents, self_ask=True) for d in o.demonstrations]
         return self._shots
 
-    def run(self, question: str) -> Prediction:
+    def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
+        refuse_choices(self.name, choices)
         chain = self.reason(question)
         return as_prediction(self.name, chain.final, chain.context, chain.trace.stages,
                              ranking=sorted(chain.context, key=lambda sc: -sc.score))
@@ -104,7 +105,7 @@ class IterDRAG:
     def reason(self, question: str) -> SelfAskChain:
         """Run the self-ask loop on ``question`` and return the whole chain."""
         question = check_question(question)
-        o, llm = self.options, resolve(self.llm)
+        o, llm = self.options, resolve(self.strong)
         started = time.perf_counter()
         first = o.index.search_documents(question, o.documents)
         shots = self.shots()

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.metrics import best_over_references, contains_answer
 from ragfunnel.journal import Appender, claim_config, exclusive, out_file, read_jsonl, saving
-from ragfunnel.retrieve.funnel import FunnelRetriever
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,101 @@
+"""One registry for both kinds of method: names, kinds, options, and one call shape per kind (no model)."""
+
+import pytest
+
+import ragfunnel
+from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.errors import ConfigError
+from ragfunnel.llm import FakeLLM
+from ragfunnel.methods import (
+    CONTEXT_METHODS,
+    CORPUS_METHODS,
+    METHODS,
+    make_method,
+    method_kind,
+    options_of,
+)
+from tests.test_funnel import DOCS, WordOverlap
+
+CONTEXT = "Martha Quill kept the Gull Rock light. The ferry runs twice daily from Port Ellis."
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("registry") / "ix"
+    build_index(DOCS, root, source="test")
+    return CorpusIndex(root)
+
+
+def answering(reply="Martha Quill"):
+    return FakeLLM(lambda prompt, i: reply)
+
+
+def test_every_method_has_one_kind():
+    assert list(METHODS) == [*CONTEXT_METHODS, *CORPUS_METHODS]
+    assert CORPUS_METHODS == ("funnel", "drag", "iterdrag")
+    assert {method_kind(m) for m in CONTEXT_METHODS} == {"context"}
+    assert {method_kind(m) for m in CORPUS_METHODS} == {"corpus"}
+    with pytest.raises(ConfigError, match="unknown method 'magic'; valid methods: auto, .*, iterdrag"):
+        method_kind("magic")
+
+
+def test_strong_names_the_answering_model_of_every_method_and_index_is_no_option():
+    assert all("strong" in options_of(m) for m in METHODS)
+    assert not any("index" in options_of(m) or "llm" in options_of(m) for m in METHODS)
+    assert options_of("iterdrag") == ["strong", "documents", "shots", "demonstrations", "task", "iterations",
+                                      "max_tokens"]
+
+
+@pytest.mark.parametrize("name, options, match", [
+    ("drag", {"budget": 10}, "method drag does not take budget; it takes strong, documents, shots"),
+    ("op", {"documents": 2}, "method op does not take documents; it takes strong, task, budget"),
+])
+def test_options_are_checked_the_same_way_for_both_kinds(index, name, options, match):
+    with pytest.raises(ConfigError, match=match):
+        make_method(name, index=index if name in CORPUS_METHODS else None, **options)
+
+
+def test_a_method_and_its_source_must_match(index):
+    with pytest.raises(ConfigError, match="^--method drag answers from a corpus index; pass --index DIR instead "
+                                          "of --context$"):
+        make_method("drag")
+    with pytest.raises(ConfigError, match="^--index answers with --method funnel, drag, iterdrag; op reads a "
+                                          "--context$"):
+        make_method("op", index=index)
+
+
+@pytest.mark.parametrize("name", CORPUS_METHODS)
+def test_every_corpus_method_answers_through_one_call_shape(index, name):
+    options = {"pre_ranker": WordOverlap(), "post_ranker": WordOverlap()} if name == "funnel" else {"documents": 1}
+    reply = "So the final answer is: Martha Quill" if name == "iterdrag" else "Martha Quill"
+    method = make_method(name, index=index, strong=answering(reply), task="qa", **options)
+    p = method.run("Who kept the Gull Rock light?", choices=None)
+    assert p.answer == "Martha Quill" and p.method == name and p.chunks_used
+
+
+@pytest.mark.parametrize("name", ["drag", "iterdrag"])
+def test_drag_and_iterdrag_refuse_choices(index, name):
+    llm = answering()
+    method = make_method(name, index=index, strong=llm)
+    with pytest.raises(ConfigError, match=f"{name} answers open questions and takes no choices"):
+        method.run("Who kept the light?", choices=["Martha Quill", "Port Ellis"])
+    assert llm.calls == []
+
+
+def test_funnel_answers_a_multiple_choice_question(index):
+    llm = answering("B")
+    p = ragfunnel.answer("Who kept the light?", index=index.root, task="choice", choices=["Port Ellis", "Martha Quill"],
+                         strong=llm, pre_ranker=WordOverlap(), post_ranker=WordOverlap())
+    assert p.method == "funnel" and "Martha Quill" in llm.calls[0][0]
+
+
+def test_answer_reaches_both_kinds_from_exactly_one_source(index):
+    p = ragfunnel.answer("Who kept the light?", CONTEXT, method="op", strong=answering(), budget=100)
+    assert (p.method, p.answer) == ("op", "Martha Quill")
+    p = ragfunnel.answer("Who kept the light?", index=index, method="drag", strong=answering(), documents=1)
+    assert (p.method, p.answer) == ("drag", "Martha Quill")
+    for sources in ({}, {"context": CONTEXT, "index": index}):
+        with pytest.raises(ConfigError, match="pass exactly one"):
+            ragfunnel.answer("Who?", **sources)
+    with pytest.raises(ConfigError, match="pass --index DIR instead of --context"):
+        ragfunnel.answer("Who?", CONTEXT, method="iterdrag")
