@@ -137,3 +137,35 @@ def test_the_queue_is_bounded_and_cancels_what_nobody_waits_for():
         time.sleep(0.01)
     assert jobs.submit(lambda job: "room again", label="fourth").future.result(5) == "room again"
     jobs.close()
+
+
+def test_a_corpus_method_answers_from_an_index_the_operator_named(tmp_path):
+    from ragfunnel.corpus.index import build_index
+    from tests.test_drag import corpus
+
+    build_index(corpus(), tmp_path / "ix", source="test")
+    settings = Settings(light="fake:light", strong="fake:strong", prefill=False,
+                        indexes={"lights": str(tmp_path / "ix")})
+    with registered("fake:light", FakeLLM(reply)), \
+            registered("fake:strong", FakeLLM(lambda prompt, i: "Port Ellis" if "Port Ellis" in prompt else "?")), \
+            TestClient(create_app(settings)) as client:
+        r = client.post("/v1/answer", json={"question": "Where was Martha Quill born?", "index": "lights",
+                                            "method": "drag", "options": {"documents": 2}})
+        assert r.status_code == 200, r.text
+        assert r.json()["answer"] == "Port Ellis" and r.json()["method"] == "drag"
+        missing = client.post("/v1/answer", json={"question": "q?", "index": "/etc", "method": "drag"})
+        assert missing.status_code == 404 and "this server has: lights" in missing.json()["detail"]
+        wrong_kind = client.post("/v1/answer", json={"question": "q?", "text": TEXT, "method": "drag"})
+        assert wrong_kind.status_code == 422 and "--index" in wrong_kind.json()["detail"]
+        assert client.get("/v1/methods").json()["kinds"]["drag"] == "corpus"
+
+
+def test_a_server_reachable_from_other_machines_needs_a_token():
+    from click.testing import CliRunner
+
+    from ragfunnel.cli.main import main
+
+    r = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0"], env={"RAGFUNNEL_TOKEN": ""})
+    assert r.exit_code == 1
+    assert r.stderr == ("error: --host 0.0.0.0 is reachable from other machines; set --token (or $RAGFUNNEL_TOKEN) "
+                        "so only clients with it are answered, or bind 127.0.0.1\n")

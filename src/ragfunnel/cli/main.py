@@ -18,6 +18,7 @@ from ragfunnel.cli.cache import cache
 from ragfunnel.cli.common import Group, model_settings, timeout_option
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
+from ragfunnel.cli.serve import serve
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
@@ -403,3 +404,4 @@ main.add_command(funnel_group)
 main.add_command(scale)
 main.add_command(plan)
 main.add_command(cache)
+main.add_command(serve)

@@ -39,8 +39,14 @@ def is_loopback(host: str) -> bool:
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow browser pages from ORIGIN to call the API (repeatable; off by default).")
 @click.option("--no-prefill", is_flag=True, help="Do not have the models read a stored document before it is asked.")
+@click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
+              help="A corpus index (`ragfunnel index`) clients may search and ask by NAME (repeatable); clients "
+                   "never pass paths.")
+@click.option("--post-ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
+              help="Funnel search's stage 3 attention model (with --index).")
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
-          max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool) -> None:
+          max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool, indexes: tuple[str, ...],
+          post_ranker: str) -> None:
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once."""
     try:
         import uvicorn
@@ -51,9 +57,15 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     if not is_loopback(host) and not token:
         raise ConfigError(f"--host {host} is reachable from other machines; set --token (or ${TOKEN_ENV}) so only "
                           "clients with it are answered, or bind 127.0.0.1")
+    named = {}
+    for item in indexes:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--index {item!r}: write it as NAME=DIR, e.g. --index musique=indexes/musique")
+        named[name] = path
     settings = Settings(light=light, strong=strong, token=token or None, queue=queue, deadline=deadline,
                         max_body_bytes=int(max_body_mb * 1024 * 1024), cors_origins=list(cors_origins),
-                        prefill=not no_prefill)
+                        prefill=not no_prefill, indexes=named, post_ranker=post_ranker)
     logging.getLogger("ragfunnel.serve").setLevel(logging.INFO)
     click.echo(f"ragfunnel serve: loading {light} and {strong}; inspector at http://{host}:{port}/", err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)

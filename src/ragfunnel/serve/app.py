@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, options_of
+from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
 from ragfunnel.serve.documents import DocumentStore, chunk_view, prefill
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
 
@@ -53,6 +53,9 @@ class Settings:
     cors_origins: list[str] = field(default_factory=list)
     documents: int = 64
     prefill: bool = True
+    indexes: dict[str, str] = field(default_factory=dict)  # name -> directory, for search and corpus methods
+    pre_ranker: str = "minilm"
+    post_ranker: str = "bundled:qwen2.5-0.5b"
 
 
 class DocumentIn(BaseModel):
@@ -65,12 +68,21 @@ class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: str
     document_id: str | None = Field(None, description="A stored document (POST /v1/documents) ...")
-    text: str | None = Field(None, description="... or the text itself.")
-    method: str = DEFAULT_METHOD
+    text: str | None = Field(None, description="... or the text itself ...")
+    index: str | None = Field(None, description="... or an index the server was started with (corpus methods).")
+    method: str | None = Field(None, description="Default: auto over a text, funnel over an index.")
     options: dict[str, Any] = Field(default_factory=dict, description="The method's options, e.g. budget.")
     choices: list[str] | None = None
     task: str = "qa"
     stream: bool = Field(False, description="Server-sent events: token, stage and result (or error).")
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    index: str = Field(description="An index the server was started with (--index NAME=DIR).")
+    question: str
+    top_k: int = Field(4, ge=1, le=100)
+    funnel: bool = Field(True, description="FunnelRAG's three stages, or flat dense retrieval (index --flat).")
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -88,6 +100,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         state["jobs"] = JobQueue([light, strong], capacity=settings.queue, streaming=strong)
         state["documents"] = DocumentStore(settings.documents)
         state["methods"] = OrderedDict()
+        state["indexes"] = {name: await asyncio.to_thread(_open_index, path) for name, path in settings.indexes.items()}
+        state["retrievers"] = {}  # FunnelRAG's, per index, with its rankers loaded by the first search
         log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, light.name, strong.name)
         yield
         state["jobs"].close()  # cancels what is queued or running: shutdown does not wait minutes
@@ -132,8 +146,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get(f"{API}/methods")
     async def methods() -> dict[str, Any]:
-        return {"default": DEFAULT_METHOD,
-                "methods": {name: sorted(set(options_of(name)) - OPERATOR_OPTIONS) for name in METHODS}}
+        return {"default": DEFAULT_METHOD, "default_over_an_index": DEFAULT_CORPUS_METHOD,
+                "methods": {name: sorted(set(options_of(name)) - OPERATOR_OPTIONS) for name in METHODS},
+                "kinds": {name: method_kind(name) for name in METHODS}, "indexes": sorted(state["indexes"])}
+
+    @app.post(f"{API}/search")
+    async def search(body: SearchIn) -> dict[str, Any]:
+        index = _index(state, body.index)
+
+        def work(job: Job) -> dict[str, Any]:
+            if body.index not in state["retrievers"]:
+                state["retrievers"][body.index] = _retriever(index, settings)
+            return _search(state["retrievers"][body.index], body)
+
+        job = state["jobs"].submit(work, label=f"search {body.index}")
+        try:
+            return await state["jobs"].result(job, deadline=settings.deadline)
+        except TimeoutError:
+            raise HTTPException(504, f"no result within the deadline of {settings.deadline:g} s") from None
 
     @app.post(f"{API}/documents", status_code=201)
     async def add_document(body: DocumentIn) -> dict[str, Any]:
@@ -158,18 +188,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.post(f"{API}/answer", response_model=None)
     async def answer(body: AnswerIn, request: Request) -> Any:
+        if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
+            raise InputError("pass exactly one of document_id (a stored document), text, and index")
         text = _document(state, body.document_id).text if body.document_id else body.text
-        if text is None or (body.document_id and body.text is not None):
-            raise InputError("pass exactly one of document_id (a stored document) and text")
         method = _method(state, settings, body)
-        label = f"{body.method} answer"
+        label = f"{method.name} answer"
 
         def work(job: Job) -> dict[str, Any]:
             started = time.perf_counter()
-            prediction = method.run(body.question, text, choices=body.choices)
+            if text is None:  # a corpus method over one of the server's indexes
+                prediction = method.run(body.question, choices=body.choices)
+            else:
+                prediction = method.run(body.question, text, choices=body.choices)
             job.check()
             log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
-                     time.perf_counter() - started, prediction.trace.input_tokens, len(body.question), len(text))
+                     time.perf_counter() - started, prediction.trace.input_tokens, len(body.question),
+                     len(text or ""))
+            if text is None:
+                return prediction.to_dict()
             return {**prediction.to_dict(),
                     "chunks": chunk_view(text, prediction, question=body.question,
                                          chunk_words_=body.options.get("chunk_words"))}
@@ -183,6 +219,51 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return _stream(state, settings, work, label, request)
 
     return _with_inspector(app)
+
+
+def _index(state: dict[str, Any], name: str) -> Any:
+    if name not in state["indexes"]:
+        raise HTTPException(404, f"no index {name!r}; this server has: "
+                                 f"{', '.join(sorted(state['indexes'])) or 'none (start it with --index NAME=DIR)'}")
+    return state["indexes"][name]
+
+
+def _open_index(path: str) -> Any:
+    from ragfunnel.corpus.index import CorpusIndex
+
+    return CorpusIndex(path)
+
+
+def _retriever(index: Any, settings: Settings) -> Any:
+    """FunnelRAG's retriever over ``index``, its rankers loaded now rather than on the first search."""
+    from ragfunnel.corpus.funnel import FunnelRetriever
+    from ragfunnel.retrieve.attention import load_post_ranker
+    from ragfunnel.retrieve.rerank import load_pre_ranker
+
+    return FunnelRetriever(index, pre_ranker=load_pre_ranker(settings.pre_ranker, stored=index.document_vectors),
+                           post_ranker=load_post_ranker(settings.post_ranker))
+
+
+def _search(retriever: Any, body: SearchIn) -> dict[str, Any]:
+    from ragfunnel.methods.base import check_question
+
+    question = check_question(body.question)
+    if body.funnel:
+        retriever.top_passages = body.top_k
+        found = retriever.search(question)
+        results = [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
+        stages = [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
+                  for s in found.stages]
+        return {"results": results, "stages": stages}
+    started = time.perf_counter()
+    index = retriever.index
+    best, scores = index.flat_search(question, body.top_k)
+    results = []
+    for position, score in zip(best, scores, strict=True):
+        doc, text = index.passage(int(position))
+        results.append({"id": doc.id, "title": doc.title, "text": text, "score": round(float(score), 6)})
+    return {"results": results, "stages": [{"name": "flat_dense", "seconds": round(time.perf_counter() - started, 4),
+                                            "n_in": index.manifest.passages, "n_out": len(results)}]}
 
 
 def _warm_up(model: Any) -> None:
@@ -212,19 +293,21 @@ def _document(state: dict[str, Any], doc_id: str) -> Any:
 
 
 def _method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> Any:
-    """The method object for this request, built once per (method, options) and kept."""
-    if body.method not in METHODS:
-        raise ConfigError(f"unknown method {body.method!r}; valid methods: {', '.join(METHODS)}")
+    """The method object for this request, built once per (method, index, options) and kept."""
+    name = body.method or (DEFAULT_CORPUS_METHOD if body.index else DEFAULT_METHOD)
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     fixed = sorted(OPERATOR_OPTIONS & set(body.options))
     if fixed:
         raise ConfigError(f"option {fixed[0]!r} is set by the server's operator, not per request")
+    index = None if body.index is None else _index(state, body.index)
     options = {**body.options, "task": body.task}
-    takes = set(options_of(body.method))
+    takes = set(options_of(name))
     options |= {role: spec for role, spec in (("light", settings.light), ("strong", settings.strong)) if role in takes}
-    key = (body.method, json.dumps(options, sort_keys=True, default=str))
+    key = (name, body.index, json.dumps(options, sort_keys=True, default=str))
     cache: OrderedDict = state["methods"]
     if key not in cache:
-        cache[key] = make_method(body.method, **options)
+        cache[key] = make_method(name, index=index, **options)
         while len(cache) > 32:
             cache.popitem(last=False)
     return cache[key]

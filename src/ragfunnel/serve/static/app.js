@@ -181,7 +181,8 @@ async function load() {
     const [models, methods, documents] = await Promise.all([api("/models"), api("/methods"), api("/documents")]);
     $("models").textContent = `light ${models.light.name} · strong ${models.strong.name}`;
     const chosen = $("method").value || methods.default;
-    $("method").replaceChildren(...Object.keys(methods.methods).map((m) => new Option(m, m, false, m === chosen)));
+    const overText = Object.keys(methods.methods).filter((m) => methods.kinds[m] === "context");
+    $("method").replaceChildren(...overText.map((m) => new Option(m, m, false, m === chosen)));
     $("stored").replaceChildren(new Option("— a stored document —", ""),
       ...documents.map((d) => new Option(`${d.name || d.id} (${d.words} words)`, d.id)));
     status("");
