@@ -28,7 +28,8 @@ QUESTION = "Whose findings led the cooperative to lay a new main across the foot
 
 
 def start(*args: str, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([RAGFUNNEL, "serve", "--port", str(port), "--light", TINY, "--strong", TINY, *args],
+    proc = subprocess.Popen([RAGFUNNEL, "serve", "--port", str(port), "--light", TINY, "--strong", TINY, "--no-cache",
+                             *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -171,6 +172,6 @@ def test_stored_and_inline_answers_match_the_cli(server, tmp_path):
     r = httpx.post(f"{url}/v1/answer", timeout=600, json={"question": QUESTION, "text": REPORT.read_text(),
                                                          "method": "op", "options": {"budget": 700}})
     cli = subprocess.run([RAGFUNNEL, "ask", QUESTION, "--context", str(REPORT), "--method", "op", "--budget", "700",
-                          "--strong", TINY, "--json"], capture_output=True, text=True, timeout=600)
+                          "--strong", TINY, "--json", "--no-cache"], capture_output=True, text=True, timeout=600)
     assert r.status_code == 200 and cli.returncode == 0, cli.stderr
     assert r.json()["answer"] == json.loads(cli.stdout)["answer"]

@@ -44,9 +44,11 @@ def is_loopback(host: str) -> bool:
                    "never pass paths.")
 @click.option("--post-ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
               help="Funnel search's stage 3 attention model (with --index).")
+@click.option("--no-cache", is_flag=True,
+              help="Bypass the on-disk caches (LLM calls, kept document states); memory keeps them per process.")
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
           max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool, indexes: tuple[str, ...],
-          post_ranker: str) -> None:
+          post_ranker: str, no_cache: bool) -> None:
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once."""
     try:
         import uvicorn
@@ -66,6 +68,10 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     settings = Settings(light=light, strong=strong, token=token or None, queue=queue, deadline=deadline,
                         max_body_bytes=int(max_body_mb * 1024 * 1024), cors_origins=list(cors_origins),
                         prefill=not no_prefill, indexes=named, post_ranker=post_ranker)
+    if no_cache:
+        from ragfunnel.llm import set_disk_caches
+
+        set_disk_caches(False)
     logging.getLogger("ragfunnel.serve").setLevel(logging.INFO)
     click.echo(f"ragfunnel serve: loading {light} and {strong}; inspector at http://{host}:{port}/", err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
