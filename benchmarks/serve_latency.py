@@ -122,13 +122,17 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=6000)
     parser.add_argument("--start", type=int, default=60, help="first HotpotQA train question used")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "serve_latency.json")
+    parser.add_argument("--only", choices=["cli", "server"],
+                        help="Run one side again, keeping the other's rows from --out (same document and questions).")
     args = parser.parse_args()
     user_cache = Path(os.environ.get("RAGFUNNEL_CACHE", Path.home() / ".cache" / "ragfunnel"))
     text, questions = document(args.words, args.start)
     work = Path(tempfile.mkdtemp(prefix="ragfunnel-serve-bench-"))
     (work / "document.txt").write_text(text)
     result: dict = {"words": len(text.split()), "questions": len(questions)}
-    for side in ("cli", "server"):
+    if args.only:
+        result |= {k: v for k, v in json.loads(args.out.read_text()).items() if k in ("cli", "server", "server_extra")}
+    for side in [args.only] if args.only else ["cli", "server"]:
         env = {**os.environ, "RAGFUNNEL_CACHE": str(fresh_cache(user_cache))}
         if side == "cli":
             rows = run_cli(work / "document.txt", questions, env)

@@ -169,3 +169,34 @@ def test_a_server_reachable_from_other_machines_needs_a_token():
     assert r.exit_code == 1
     assert r.stderr == ("error: --host 0.0.0.0 is reachable from other machines; set --token (or $RAGFUNNEL_TOKEN) "
                         "so only clients with it are answered, or bind 127.0.0.1\n")
+
+
+def test_request_logs_carry_timings_but_never_the_text(client, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO, logger="ragfunnel.serve")
+    secret = "Zanzibarian" + " nine" * 50
+    doc = client.post("/v1/documents", json={"text": secret}).json()
+    client.post("/v1/answer", json={"question": "When does it leave?", "document_id": doc["id"], "method": "lc"})
+    logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "ragfunnel.serve")
+    assert "POST /v1/answer 200" in logged and "lc answer:" in logged
+    assert "Zanzibarian" not in logged and "When does it leave" not in logged
+
+
+def test_a_request_past_its_deadline_is_504_and_the_server_goes_on():
+    def slow(prompt, i):
+        time.sleep(1.5)
+        return "nine"
+
+    settings = Settings(light="fake:light", strong="fake:strong", prefill=False, deadline=0.5)
+    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(slow)), \
+            TestClient(create_app(settings)) as client:
+        r = client.post("/v1/answer", json={"question": "When?", "text": TEXT, "method": "lc"})
+        assert r.status_code == 504 and "deadline of 0.5 s" in r.json()["detail"]
+        assert client.get("/healthz").json()["status"] == "ok"
+
+
+def test_search_names_the_indexes_the_server_has(client):
+    r = client.post("/v1/search", json={"index": "../etc", "question": "q?"})
+    assert r.status_code == 404 and "none (start it with --index NAME=DIR)" in r.json()["detail"]
+    assert client.post("/v1/search", json={"index": "x", "question": "q?", "top_k": 0}).status_code == 422

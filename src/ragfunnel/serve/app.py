@@ -62,6 +62,7 @@ class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(description="The document's text (UTF-8).")
     name: str = Field("", description="A label to show for it.")
+    task: str = Field("qa", description="The prompt family its questions will use (the models read it so).")
 
 
 class AnswerIn(BaseModel):
@@ -169,12 +170,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def add_document(body: DocumentIn) -> dict[str, Any]:
         doc, new = state["documents"].add(body.text, body.name)
         if new and settings.prefill:
-            models = list(dict.fromkeys(state["models"].values()))
-            doc.prefill.update({m.name: "queued" for m in models})
+            doc.prefill.update({"light": "queued", "strong": "queued"})
             try:
-                state["jobs"].submit(lambda job: prefill(doc, models), label=f"prefill {doc.id}")
+                state["jobs"].submit(lambda job: prefill(doc, **state["models"], task=body.task),
+                                     label=f"prefill {doc.id}")
             except QueueFull:
-                doc.prefill.update({m.name: "skipped: the server was busy" for m in models})
+                doc.prefill.update({"light": "skipped: the server was busy", "strong": "skipped: the server was busy"})
         return doc.summary()
 
     @app.get(f"{API}/documents")

@@ -34,7 +34,7 @@ class Document:
     id: str
     text: str
     name: str = ""
-    # model name -> "queued" | "reading" | "kept" | "too long to keep whole" | "failed: ..."
+    # "light" / "strong" -> "queued" | "reading" | "kept" | "too long to keep whole" | "failed: ..."
     prefill: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
@@ -75,21 +75,24 @@ class DocumentStore:
             return list(self._docs.values())
 
 
-def prefill(doc: Document, models: list[LLM], *, task: str = "qa") -> None:
-    """Have each model read ``doc`` once and keep the state, as the methods' prompts will begin."""
-    context = join_chunks(chunk_words(doc.text, chunk_words=DEFAULT_CHUNK_WORDS))
-    prefix = prompt_prefix(task, context)
-    for model in models:
+def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None:
+    """Have each model read ``doc`` once and keep the state, exactly as the methods' prompts will begin:
+    the light model as FB-RAG drafts from a whole document (its chunks joined), the strong model as
+    long context reads it (the text as given). ``auto`` then sees both models holding the document."""
+    readings = {"light": (light, join_chunks(chunk_words(doc.text, chunk_words=DEFAULT_CHUNK_WORDS))),
+                "strong": (strong, doc.text)}
+    for role, (model, context) in readings.items():
+        prefix = prompt_prefix(task, context)
         if model.count_tokens(prefix) + 64 > model.context_window:
-            doc.prefill[model.name] = "too long to keep whole"
+            doc.prefill[role] = "too long to keep whole"
             continue
-        doc.prefill[model.name] = "reading"
+        doc.prefill[role] = "reading"
         try:
             model.generate([prefix + "\n\nReply with one word: ready."], max_tokens=1, keep_prefix=len(prefix))
         except Exception as e:  # noqa: BLE001 - a failed prefill only costs the first question the read
-            doc.prefill[model.name] = f"failed: {e}"
+            doc.prefill[role] = f"failed: {e}"
             raise
-        doc.prefill[model.name] = "kept"
+        doc.prefill[role] = "kept"
 
 
 def chunk_view(text: str, prediction: Prediction, *, question: str, chunk_words_: int | None = None) -> list[dict]:
