@@ -87,14 +87,17 @@ class JobQueue:
 
     async def result(self, job: Job, *, deadline: float) -> Any:
         """The job's result, waiting at most ``deadline`` seconds (then it is cancelled: TimeoutError)."""
+        outcome = asyncio.wrap_future(job.future)
         try:
-            return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), timeout=deadline)
+            return await asyncio.wait_for(asyncio.shield(outcome), timeout=deadline)
         except TimeoutError:
             job.cancel(f"deadline of {deadline:g} s passed")
             raise
         except asyncio.CancelledError:  # the client went away
             job.cancel("the client disconnected")
             raise
+        finally:  # a job given up on still ends (in Cancelled): its outcome is seen, not logged as lost
+            outcome.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     def close(self) -> None:
         """Cancel every waiting and running job and stop the worker (server shutdown)."""
