@@ -3,7 +3,7 @@
 import pytest
 
 from ragfunnel.llm import resolve
-from ragfunnel.methods import METHODS, make_method
+from ragfunnel.methods import CONTEXT_METHODS, make_method
 from ragfunnel.prompts.parsing import clean_answer
 from tests.conftest import hotpot_context
 
@@ -24,7 +24,7 @@ def options_for(method: str, models: dict) -> dict:
 
 
 @pytest.mark.parametrize("models", [TINY, QWEN], ids=["smollm2", "qwen"])
-@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("method", CONTEXT_METHODS)
 def test_method_end_to_end_on_real_hotpotqa(method, models, hotpot_examples):
     example = hotpot_examples[0]
     context = hotpot_context(example)
