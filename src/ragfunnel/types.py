@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +94,20 @@ class Sample:
     answer: str
 
 
+_stage_listener: ContextVar[Callable[[StageTrace], None] | None] = ContextVar("stage_listener", default=None)
+
+
+@contextmanager
+def on_stage(listener: Callable[[StageTrace], None]) -> Iterator[None]:
+    """Call ``listener`` with every stage a method records inside the block, as it is recorded (a method
+    records a stage when the stage is done), in this thread. The server streams them as they happen."""
+    token = _stage_listener.set(listener)
+    try:
+        yield
+    finally:
+        _stage_listener.reset(token)
+
+
 @dataclass
 class StageTrace:
     """What one stage of a method cost and kept."""
@@ -103,6 +120,16 @@ class StageTrace:
     n_in: int = 0
     n_out: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        listener = _stage_listener.get()
+        if listener is not None:
+            listener(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "seconds": round(self.seconds, 3), "llm_seconds": round(self.llm_seconds, 3),
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "n_in": self.n_in,
+                "n_out": self.n_out, "detail": self.detail}
 
 
 @dataclass
@@ -167,19 +194,7 @@ class Prediction:
                 "llm_seconds": round(self.trace.llm_seconds, 3),
                 "input_tokens": self.trace.input_tokens,
                 "output_tokens": self.trace.output_tokens,
-                "stages": [
-                    {
-                        "name": s.name,
-                        "seconds": round(s.seconds, 3),
-                        "llm_seconds": round(s.llm_seconds, 3),
-                        "input_tokens": s.input_tokens,
-                        "output_tokens": s.output_tokens,
-                        "n_in": s.n_in,
-                        "n_out": s.n_out,
-                        "detail": s.detail,
-                    }
-                    for s in self.trace.stages
-                ],
+                "stages": [s.to_dict() for s in self.trace.stages],
             },
             "raw_output": self.raw_output,
         }

@@ -32,6 +32,7 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
 from ragfunnel.serve.documents import DocumentStore, chunk_view, prefill
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
+from ragfunnel.types import on_stage
 
 log = logging.getLogger("ragfunnel.serve")
 
@@ -197,10 +198,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
         def work(job: Job) -> dict[str, Any]:
             started = time.perf_counter()
-            if text is None:  # a corpus method over one of the server's indexes
-                prediction = method.run(body.question, choices=body.choices)
-            else:
-                prediction = method.run(body.question, text, choices=body.choices)
+            with on_stage(job.on_stage or (lambda stage: None)):
+                if text is None:  # a corpus method over one of the server's indexes
+                    prediction = method.run(body.question, choices=body.choices)
+                else:
+                    prediction = method.run(body.question, text, choices=body.choices)
             job.check()
             log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
                      time.perf_counter() - started, prediction.trace.input_tokens, len(body.question),
@@ -315,12 +317,16 @@ def _method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> Any:
 
 
 def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, request: Request) -> StreamingResponse:
-    """Server-sent events: ``token`` as the answering model writes, ``stage`` per stage of the trace,
-    then ``result`` (the whole answer) or ``error``. A client that goes away cancels its job."""
+    """Server-sent events: ``token`` as the answering model writes, ``stage`` as each stage ends, then
+    ``result`` (the whole answer) or ``error``. A client that goes away cancels its job."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    job = state["jobs"].submit(work, label=label,
-                               on_text=lambda t: loop.call_soon_threadsafe(events.put_nowait, ("token", {"text": t})))
+
+    def emit(kind: str, data: Any) -> None:  # from the worker thread
+        loop.call_soon_threadsafe(events.put_nowait, (kind, data))
+
+    job = state["jobs"].submit(work, label=label, on_text=lambda t: emit("token", {"text": t}),
+                               on_stage=lambda stage: emit("stage", stage.to_dict()))
 
     async def finish() -> None:
         try:
@@ -330,8 +336,6 @@ def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, re
         except RagfunnelError as e:
             await events.put(("error", {"status": _status(e), "detail": str(e)}))
         else:
-            for stage in result["trace"]["stages"]:
-                await events.put(("stage", stage))
             await events.put(("result", result))
         await events.put(("end", None))
 

@@ -44,6 +44,7 @@ class Job:
     future: Future = field(default_factory=Future)
     cancelled: threading.Event = field(default_factory=threading.Event)
     on_text: Callable[[str], None] | None = None  # where the answering model's text goes as it is written
+    on_stage: Callable[[Any], None] | None = None  # where each stage of the method goes as it ends
 
     def cancel(self, why: str) -> None:
         if not self.cancelled.is_set():
@@ -75,13 +76,14 @@ class JobQueue:
     def pending(self) -> int:
         return self._pending
 
-    def submit(self, work: Callable[[Job], Any], *, label: str, on_text: Callable[[str], None] | None = None) -> Job:
+    def submit(self, work: Callable[[Job], Any], *, label: str, on_text: Callable[[str], None] | None = None,
+               on_stage: Callable[[Any], None] | None = None) -> Job:
         """Queue ``work(job)``; raises :class:`QueueFull` when ``capacity`` jobs are already pending."""
         with self._lock:
             if self._pending >= self.capacity:
                 raise QueueFull(max(1, math.ceil(self._pending * self._seconds)))
             self._pending += 1
-        job = Job(work, label, on_text=on_text)
+        job = Job(work, label, on_text=on_text, on_stage=on_stage)
         self._waiting.put(job)
         return job
 
