@@ -36,6 +36,10 @@ def test_models_lists_every_bundled_model():
     rows = json.loads(r.stdout)
     assert {row["name"] for row in rows} == {"qwen2.5-0.5b", "qwen2.5-1.5b", "smollm2-135m"}
     assert all({"size", "path", "ready"} <= set(row) for row in rows)
+    names = {row["name"]: row["model"] for row in rows}  # named honestly: the Qwen models are the Coder ones
+    assert names["qwen2.5-1.5b"].startswith("Qwen2.5-Coder-1.5B-Instruct")
+    assert names["qwen2.5-0.5b"].startswith("Qwen2.5-Coder-0.5B-Instruct")
+    assert all(row["source"].startswith("PyPI wheel") for row in rows)
 
 
 @pytest.mark.parametrize("content, match", [

@@ -179,3 +179,10 @@ def test_with_several_workers_a_finished_row_is_written_while_a_slow_one_runs(tm
     run.join(10)
     assert sorted(written) == ["fast1", "fast2"]  # on disk while the first pair still runs
     assert sorted(json.loads(x)["example_id"] for x in rows.read_text().splitlines()) == ["fast1", "fast2", "slow"]
+
+
+def test_a_refused_configuration_names_each_differing_option_with_both_values(tmp_path):
+    run_eval(examples(1), methods(), tmp_path, config={"options": {"budget": 100, "seed": 0}}, progress=False)
+    with pytest.raises(ConfigError, match=r"differs in: options\.budget: 100 there, 200 now; "
+                                          r"options\.seed: 0 there, unset now\)"):
+        run_eval(examples(1), methods(), tmp_path, config={"options": {"budget": 200}}, progress=False)

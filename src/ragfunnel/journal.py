@@ -171,10 +171,29 @@ def claim_config(path: Path, config: dict[str, Any], *, what: Path) -> None:
         os.replace(partial, path)
         return
     # Compared through JSON, so tuples and lists (and int and float keys) compare as they are stored.
-    if old != json.loads(json.dumps(config)):
-        differ = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
-        raise ConfigError(f"{what} holds a run with a different configuration (differs in: {', '.join(differ)}); "
+    new = json.loads(json.dumps(config))
+    if old != new:
+        differ = "; ".join(f"{key}: {_shown(was)} there, {_shown(now)} now" for key, was, now in _differences(old, new))
+        raise ConfigError(f"{what} holds a run with a different configuration (differs in: {differ}); "
                           "pass a new --out to start fresh, or repeat the original options to resume")
+
+
+_ABSENT = object()
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old value, new value) of every leaf that differs between two configurations."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [(prefix, old, new)]
+    found = []
+    for key in sorted(set(old) | set(new)):
+        found += _differences(old.get(key, _ABSENT), new.get(key, _ABSENT), f"{prefix}.{key}" if prefix else key)
+    return found
+
+
+def _shown(value: Any) -> str:
+    text = "unset" if value is _ABSENT else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class Appender:

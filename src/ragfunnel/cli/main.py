@@ -208,6 +208,7 @@ def models(prepare: bool, verify: bool, as_json: bool) -> None:
     for r in rows:
         size = f"{r.size / 1e6:,.0f} MB" if r.size else "?"
         click.echo(f"bundled:{r.name:<14} {'ready' if r.ready else 'not ready':<10} {size:>9}  {r.role}")
+        click.echo(f"    {r.model}, from {r.source}")
         click.echo(f"    {r.path or '-'}" + ("" if r.ready else f"\n    {r.note}"))
 
 

