@@ -186,3 +186,9 @@ def test_a_refused_configuration_names_each_differing_option_with_both_values(tm
     with pytest.raises(ConfigError, match=r"differs in: options\.budget: 100 there, 200 now; "
                                           r"options\.seed: 0 there, unset now\)"):
         run_eval(examples(1), methods(), tmp_path, config={"options": {"budget": 200}}, progress=False)
+
+
+def test_rows_carry_the_question_text(tmp_path):
+    result = run_eval(examples(1), methods(), tmp_path, config={}, progress=False)
+    assert {r.question for r in result.rows} == {"What is the capital 0?"}
+    assert json.loads((tmp_path / ROWS_FILE).read_text().splitlines()[0])["question"] == "What is the capital 0?"

@@ -52,7 +52,9 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     # answer chunk @1, @3, gold chunk @1, @3 and the final context's share of supporting passages.
     assert md.splitlines()[4].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |")
     assert md.splitlines()[5].endswith("| - | - | - | - | - |")  # lc ranks nothing
-    assert "<table>" in (tmp_path / "out" / "report.html").read_text()
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<table>" in page and page.count('src="data:image/png;base64,iVBORw0KGgo') == 4  # self-contained
+    assert 'src="quality' not in page
 
 
 def test_report_of_a_non_run_directory(tmp_path):

@@ -1,17 +1,18 @@
 """Reports over run directories: a table per dataset x method, and PNG plots.
 
-``report.md`` and ``report.html`` hold the same tables; ``quality_vs_latency.png`` plots each
-method's mean quality against its mean latency, ``quality_vs_budget.png`` (when a method ran at
-several final budgets) the paper's "number of chunks" curve over the questions answered at every
-budget, ``answer_rank.png`` (for short-answer tasks) where each method's chunk scores put the
-first chunk holding the answer, and ``gold_rank.png`` (for datasets with supporting passages)
-where they put the first chunk overlapping a supporting passage: BM25 against the question for
-``op``/``vanilla``/``self-route``, the fused draft scores for ``fb``/``fb-f``. Methods whose every
-row failed are left out of the plots.
+``report.md`` and ``report.html`` hold the same tables (the HTML file with its plots inside it, so it
+can be sent alone); ``quality_vs_latency.png`` plots each method's mean quality against its mean
+latency, ``quality_vs_budget.png`` (when a method ran at several final budgets) the paper's "number
+of chunks" curve over the questions answered at every budget, ``answer_rank.png`` (for short-answer
+tasks) where each method's chunk scores put the first chunk holding the answer, and
+``gold_rank.png`` (for datasets with supporting passages) where they put the first chunk
+overlapping a supporting passage: BM25 against the question for ``op``/``vanilla``/``self-route``,
+the fused draft scores for ``fb``/``fb-f``. Methods whose every row failed are left out of the plots.
 """
 
 from __future__ import annotations
 
+import base64
 import html
 import statistics
 from dataclasses import dataclass
@@ -249,7 +250,13 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
         "<!doctype html><meta charset=utf-8><title>ragfunnel report</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         "<h1>ragfunnel report</h1><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
-        + cells + "</table>" + "".join(f'<p><img src="{name}" alt="{name}"></p>' for name in images)
+        + cells + "</table>" + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>'
+                                        for name in images)
     )
     (out_dir / "report.html").write_text(page)
     return [out_dir / "report.md", out_dir / "report.html", *(out_dir / n for n in images)]
+
+
+def _inline_png(path: Path) -> str:
+    """The PNG as a data URL, so report.html is one self-contained file that can be sent alone."""
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")

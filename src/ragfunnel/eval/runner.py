@@ -57,6 +57,7 @@ class EvalRow:
     example_id: str
     method: str
     metrics: dict[str, float]
+    question: str = ""
     answer: str = ""
     references: list[str] = field(default_factory=list)
     trace: dict[str, Any] = field(default_factory=dict)  # Trace.to_dict(): seconds, input_tokens, stages
@@ -82,7 +83,8 @@ class EvalRow:
 
     def to_json(self) -> dict[str, Any]:
         if self.error is not None:
-            return {"example_id": self.example_id, "method": self.method, "error": self.error, "metrics": {}}
+            return {"example_id": self.example_id, "method": self.method, "question": self.question,
+                    "error": self.error, "metrics": {}}
         row = {k: v for k, v in asdict(self).items() if k not in ("error", "gold_rank", "gold_recall")}
         if self.gold_recall is not None:
             row |= {"gold_rank": self.gold_rank, "gold_recall": self.gold_recall}
@@ -94,7 +96,8 @@ class EvalRow:
         _expect(row, "example_id", str)
         _expect(row, "method", str)
         if row.get("error") is not None:
-            return cls(row["example_id"], row["method"], {}, error=str(row["error"]))
+            return cls(row["example_id"], row["method"], {}, question=str(row.get("question", "")),
+                       error=str(row["error"]))
         metrics = _expect(row, "metrics", dict)
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in metrics.values()):
             raise InputError("'metrics' must map names to numbers")
@@ -124,12 +127,13 @@ def _row(example: Example, method: str, run: Callable[[], Prediction]) -> EvalRo
     except BackendUnavailable:  # not this pair's fault: the run stops, and the pair runs again on resume
         raise
     except RagfunnelError as e:  # kept apart as a failure and retried on resume, never silently dropped
-        return EvalRow(example.id, method, {}, error=str(e))
+        return EvalRow(example.id, method, {}, question=example.question, error=str(e))
     gold = _gold(example, p)
     return EvalRow(
         example_id=example.id,
         method=method,
         metrics=score(example, p.answer),
+        question=example.question,
         answer=p.answer,
         references=list(example.answers),
         trace=p.to_dict()["trace"],
