@@ -55,6 +55,8 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<table>" in page and page.count('src="data:image/png;base64,iVBORw0KGgo') == 4  # self-contained
     assert 'src="quality' not in page
+    assert "<h2>Runs</h2>" in page and "&quot;budget&quot;: 60" in page  # what each run was, to run it again
+    assert "## Runs" in md and '"dataset": "bridges.jsonl"' in md
 
 
 def test_report_of_a_non_run_directory(tmp_path):

@@ -26,6 +26,7 @@ from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import EvalRow, run_eval
 from ragfunnel.journal import FAILED_FILE
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
+from ragfunnel.llm.fingerprint import sha256_of_file
 from ragfunnel.llm.registry import check_backends, model_identity
 from ragfunnel.methods import (
     CONTEXT_METHODS,
@@ -270,10 +271,12 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     if any("light" in options_of(name) for name in names):
         specs.append(options.get("light", DEFAULT_LIGHT))
     check_backends(specs)  # a server that is down stops the run here, before any row
-    config = {"dataset": str(dataset.resolve()), "format": fmt, "task": task, "options": options,
+    config = {"dataset": str(dataset.resolve()), "dataset_sha256": sha256_of_file(dataset), "format": fmt,
+              "task": task, "options": options,
               "method_options": received, "models": {spec: model_identity(spec) for spec in specs}}
     if corpus is not None:
-        config |= {"corpus": str(corpus.resolve()), "context_words": context_words}
+        config |= {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_of_file(corpus),
+                   "context_words": context_words}
     result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed)
     click.echo(_eval_table(result.rows, names), err=False)
     if loaded.errors:

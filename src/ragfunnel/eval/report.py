@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,11 +167,11 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
     made = []
     summaries = [s for s in summaries if s.n > s.failures]  # a method that only failed has nothing to plot
     fig, ax = plt.subplots(figsize=(6, 4))
-    for s in summaries:
+    markers = "osD^v<>Px*"
+    for i, s in enumerate(summaries):  # a legend, not labels beside the points: those overlap
         key, value = s.headline(metric)
-        ax.scatter(s.seconds_mean, value)
-        ax.annotate(f"{s.method} ({s.dataset})", (s.seconds_mean, value), fontsize=8,
-                    xytext=(4, 4), textcoords="offset points")
+        ax.scatter(s.seconds_mean, value, marker=markers[i % len(markers)], label=f"{s.method} ({s.dataset})")
+    ax.legend(fontsize=7, loc="best")
     ax.set_xlabel("mean latency per answer (s)")
     ax.set_ylabel("quality (" + "/".join(sorted({s.headline(metric)[0] for s in summaries})) + ")")
     ax.set_title("Quality vs latency")
@@ -244,6 +245,10 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     md = ["# ragfunnel report", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in body]
     md += [""] + [f"![{name}]({name})" for name in images]
+    # What each run was — dataset and its SHA-256, models and theirs, every option — so the report alone
+    # says how to run it again.
+    runs = {str(d): json.dumps(load_eval(Path(d)).config, indent=2, sort_keys=True) for d in run_dirs}
+    md += ["", "## Runs", ""] + [line for d, config in runs.items() for line in (f"`{d}`:", "```json", config, "```")]
     (out_dir / "report.md").write_text("\n".join(md) + "\n")
     cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
     page = (
@@ -252,6 +257,8 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
         "<h1>ragfunnel report</h1><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
         + cells + "</table>" + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>'
                                         for name in images)
+        + "<h2>Runs</h2>" + "".join(f"<details open><summary>{html.escape(d)}</summary><pre>{html.escape(config)}"
+                                    "</pre></details>" for d, config in runs.items())
     )
     (out_dir / "report.html").write_text(page)
     return [out_dir / "report.md", out_dir / "report.html", *(out_dir / n for n in images)]
