@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
+
+from ragfunnel.llm import bundled
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
@@ -40,3 +44,24 @@ def no_disk_caches():
 
     set_disk_caches(False)
     yield
+
+
+@pytest.fixture
+def chunked_model(tmp_path, monkeypatch):
+    """Two importable packages, each carrying one part of a 'model' file."""
+    parts = [b"GGUF" + b"a" * 5000, b"b" * 3000]
+    for i, data in enumerate(parts, start=1):
+        pkg = tmp_path / "site" / f"rf_test_part{i}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part{i:02d}.bin").write_bytes(data)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("RAGFUNNEL_CACHE", str(tmp_path / "cache"))
+    whole = b"".join(parts)
+    model = bundled.BundledModel(name="test-model", role="test", filename="test.gguf",
+                                 packages=("rf_test_part1", "rf_test_part2"),
+                                 sha256=hashlib.sha256(whole).hexdigest(), size=len(whole))
+    monkeypatch.setitem(bundled.BUNDLED, "test-model", model)
+    yield model, whole
+    for name in ("rf_test_part1", "rf_test_part2"):
+        sys.modules.pop(name, None)

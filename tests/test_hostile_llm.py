@@ -51,39 +51,25 @@ def one_line(e: pytest.ExceptionInfo) -> str:
 
 
 @pytest.fixture
-def fake_bundled(tmp_path, monkeypatch):
-    """A two-part 'bundled model' in importable packages made here, with its real SHA-256."""
-    parts = [b"GGUF" + bytes(range(256)) * 20, b"tail" * 700]
-    for i, data in enumerate(parts, start=1):
-        pkg = tmp_path / "site" / f"rf_hostile_part{i}"
-        (pkg / "data").mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "data" / f"part{i:02d}.bin").write_bytes(data)
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    whole = b"".join(parts)
-    model = bundled.BundledModel(name="hostile", role="test", filename="hostile.gguf",
-                                 packages=("rf_hostile_part1", "rf_hostile_part2"),
-                                 sha256=hashlib.sha256(whole).hexdigest(), size=len(whole))
-    monkeypatch.setitem(bundled.BUNDLED, "hostile", model)
-    yield model
-    for name in model.packages:
-        sys.modules.pop(name, None)
+def fake_bundled(chunked_model):
+    """test_bundled's two-part 'bundled model' (registered as test-model), with its real SHA-256."""
+    return chunked_model[0]
 
 
 def test_a_byte_changed_with_size_and_mtime_restored_is_caught(fake_bundled):
-    path = bundled.ensure("hostile", progress=False)
-    assert bundled.status("hostile").ready
+    path = bundled.ensure("test-model", progress=False)
+    assert bundled.status("test-model").ready
     rewrite_in_place(path)
-    assert not bundled.status("hostile").ready
+    assert not bundled.status("test-model").ready
     with pytest.raises(ModelError) as e:
-        bundled.ensure("hostile", progress=False)
+        bundled.ensure("test-model", progress=False)
     message = one_line(e)
     assert "corrupt" in message and "ragfunnel models --prepare" in message and str(path) in message
-    assert "corrupt" in bundled.status("hostile").note  # the failed check is remembered, not repeated
+    assert "corrupt" in bundled.status("test-model").note  # the failed check is remembered, not repeated
 
 
 def test_a_copy_with_preserved_times_is_hashed_again(fake_bundled, monkeypatch):
-    path = bundled.ensure("hostile", progress=False)
+    path = bundled.ensure("test-model", progress=False)
     copy = path.with_name("copy")
     copy.write_bytes(path.read_bytes())
     st = path.stat()
@@ -92,26 +78,26 @@ def test_a_copy_with_preserved_times_is_hashed_again(fake_bundled, monkeypatch):
     hashed = []
     real = fingerprint.sha256_of_file
     monkeypatch.setattr(fingerprint, "sha256_of_file", lambda p, **kw: hashed.append(p) or real(p, **kw))
-    assert bundled.ensure("hostile", progress=False) == path
+    assert bundled.ensure("test-model", progress=False) == path
     assert hashed == [path]
 
 
 def test_verify_rehashes_what_the_stamp_would_trust(fake_bundled):
-    path = bundled.ensure("hostile", progress=False)
+    path = bundled.ensure("test-model", progress=False)
     rewrite_in_place(path)
     # Bit rot on the medium changes no metadata: make the record match the changed file's stamp.
-    (record,) = (bundled.cache_dir() / "sha256").glob("hostile.gguf.*.json")
+    (record,) = (bundled.cache_dir() / "sha256").glob("test.gguf.*.json")
     record.write_text(json.dumps({"stamp": fingerprint.file_stamp(path), "sha256": fake_bundled.sha256}))
-    assert bundled.ensure("hostile", progress=False) == path  # the cheap check cannot see it
+    assert bundled.ensure("test-model", progress=False) == path  # the cheap check cannot see it
     with pytest.raises(ModelError, match="corrupt"):
-        bundled.verify("hostile", progress=False)
-    assert not bundled.status("hostile").ready
+        bundled.verify("test-model", progress=False)
+    assert not bundled.status("test-model").ready
 
 
 def test_verify_of_a_sound_file_passes(fake_bundled):
-    path = bundled.ensure("hostile", progress=False)
-    assert bundled.verify("hostile", progress=False) == path
-    assert bundled.status("hostile").ready
+    path = bundled.ensure("test-model", progress=False)
+    assert bundled.verify("test-model", progress=False) == path
+    assert bundled.status("test-model").ready
 
 
 # -- 2. gguf:PATH: checked before llama.cpp, hashed once per version, identified in run configs ---
@@ -299,7 +285,7 @@ def test_assembling_into_an_unwritable_cache_is_one_config_error(fake_bundled, t
     blocker.write_text("")
     monkeypatch.setenv("RAGFUNNEL_CACHE", str(blocker / "cache"))  # mkdir fails, even as root
     with pytest.raises(ConfigError, match="RAGFUNNEL_CACHE") as e:
-        bundled.ensure("hostile", progress=False)
+        bundled.ensure("test-model", progress=False)
     assert str(blocker / "cache") in one_line(e)
 
 
@@ -319,9 +305,9 @@ def test_models_verify_rehashes_from_the_cli(fake_bundled, monkeypatch):
 
     from ragfunnel.cli.main import main
 
-    monkeypatch.setattr(bundled, "BUNDLED", {"hostile": fake_bundled})
+    monkeypatch.setattr(bundled, "BUNDLED", {"test-model": fake_bundled})
     sound = CliRunner().invoke(main, ["models", "--verify"])
-    assert sound.exit_code == 0 and "bundled:hostile" in sound.output and "ready" in sound.output
+    assert sound.exit_code == 0 and "bundled:test-model" in sound.output and "ready" in sound.output
     rewrite_in_place(bundled.target_path(fake_bundled))
     broken = CliRunner().invoke(main, ["models", "--verify"])
     assert broken.exit_code == 1 and broken.output.count("\n") == 1
