@@ -367,36 +367,25 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_clusters: int | None, top_documents: int,
            pre_ranker: str, post_ranker: str, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
+    from ragfunnel.corpus.funnel import FunnelRetriever, flat_search
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.methods.base import check_question
 
     question = check_question(question)
     ix = CorpusIndex(index_dir)
     if funnel:
-        from ragfunnel.corpus.funnel import FunnelRetriever
         from ragfunnel.retrieve.attention import load_post_ranker
         from ragfunnel.retrieve.rerank import load_pre_ranker
 
         retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker, stored=ix.document_vectors),
                                     post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
                                     top_documents=top_documents, top_passages=top_k)
-        found = retriever.search(question)
-        results = [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
-        stages = [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
-                  for s in found.stages]
+        found = retriever.search(question).to_dict()
     else:
-        import time
-
-        started = time.perf_counter()
-        best, scores = ix.flat_search(question, top_k)
-        results = []
-        for p, score in zip(best, scores, strict=True):
-            doc, text = ix.passage(int(p))
-            results.append({"id": doc.id, "title": doc.title, "text": text, "score": round(float(score), 6)})
-        stages = [{"name": "flat_dense", "seconds": round(time.perf_counter() - started, 4),
-                   "n_in": ix.manifest.passages, "n_out": len(results)}]
+        found = flat_search(ix, question, top_k).to_dict()
+    results, stages = found["results"], found["stages"]
     if as_json:
-        click.echo(json.dumps({"results": results, "stages": stages}, indent=2, ensure_ascii=False))
+        click.echo(json.dumps(found, indent=2, ensure_ascii=False))
         return
     for rank, r in enumerate(results, start=1):
         click.echo(f"{rank}. [{r['score']:.4g}] {r['title']}: {' '.join(r['text'].split())[:200]}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,26 @@ class Hit:
 class SearchResult:
     results: list[Hit]
     stages: list[StageTrace]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON view shown by `ragfunnel search --json` and the server's /v1/search."""
+        return {"results": [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)}
+                            for h in self.results],
+                "stages": [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
+                           for s in self.stages]}
+
+
+def flat_search(index: CorpusIndex, question: str, top_k: int) -> SearchResult:
+    """Flat exact dense retrieval over the index's passages (an index built with ``--flat``)."""
+    started = time.perf_counter()
+    best, scores = index.flat_search(question, top_k)
+    hits = []
+    for position, score in zip(best, scores, strict=True):
+        doc, text = index.passage(int(position))
+        hits.append(Hit(doc.id, doc.title, text, float(score)))
+    stage = StageTrace(name="flat_dense", seconds=time.perf_counter() - started, n_in=index.manifest.passages,
+                       n_out=len(hits))
+    return SearchResult(hits, [stage])
 
 
 def default_top_clusters(n_clusters: int) -> int:

@@ -248,25 +248,14 @@ def _retriever(index: Any, settings: Settings) -> Any:
 
 
 def _search(retriever: Any, body: SearchIn) -> dict[str, Any]:
+    from ragfunnel.corpus.funnel import flat_search
     from ragfunnel.methods.base import check_question
 
     question = check_question(body.question)
-    if body.funnel:
-        retriever.top_passages = body.top_k
-        found = retriever.search(question)
-        results = [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
-        stages = [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
-                  for s in found.stages]
-        return {"results": results, "stages": stages}
-    started = time.perf_counter()
-    index = retriever.index
-    best, scores = index.flat_search(question, body.top_k)
-    results = []
-    for position, score in zip(best, scores, strict=True):
-        doc, text = index.passage(int(position))
-        results.append({"id": doc.id, "title": doc.title, "text": text, "score": round(float(score), 6)})
-    return {"results": results, "stages": [{"name": "flat_dense", "seconds": round(time.perf_counter() - started, 4),
-                                            "n_in": index.manifest.passages, "n_out": len(results)}]}
+    if not body.funnel:
+        return flat_search(retriever.index, question, body.top_k).to_dict()
+    retriever.top_passages = body.top_k
+    return retriever.search(question).to_dict()
 
 
 def _warm_up(model: Any) -> None:
