@@ -350,3 +350,38 @@ def test_ask_needs_exactly_one_source_and_a_matching_method(tmp_path):
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--method", "op"), "--index answers with")
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--budget", "500"),
                           "does not take --budget")
+
+
+def test_eval_refuses_an_unknown_task_and_metric_profile_in_one_line(tmp_path):
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
+    assert_one_line_error(run("eval", str(data), "--task", "longbench/poems", "--out", str(tmp_path / "r")),
+                          "unknown task 'longbench/poems'; valid tasks: qa, multihop, summary, choice, or "
+                          "longbench/<dataset>", code=2)
+    assert_one_line_error(run("eval", str(data), "--metric-profile", "bleu", "--out", str(tmp_path / "r")),
+                          "'bleu' is not one of 'ragfunnel', 'longbench', 'hotpotqa'", code=2)
+    # The longbench profile needs rows that name their LongBench dataset; said before any model loads.
+    assert_one_line_error(run("eval", str(data), "--methods", "op", "--metric-profile", "longbench",
+                              "--strong", "bundled:smollm2-135m", "--out", str(tmp_path / "r")),
+                          "names no LongBench dataset")
+
+
+@pytest.mark.model
+def test_eval_scores_longbench_rows_as_longbench_does(tmp_path):
+    pytest.importorskip("rouge", reason="needs the [eval] extra")
+    data = tmp_path / "qmsum.jsonl"
+    rows = [{"_id": "m1", "input": "What did the team decide about the remote?", "dataset": "qmsum",
+             "context": "Project Manager: We decided the remote will have a rubber case and a yellow colour.\n"
+                        "Designer: Fine, rubber and yellow then.", "answers": ["They chose a yellow rubber case."],
+             "all_classes": None, "length": 24}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = run("eval", str(data), "--methods", "lc", "--strong", "bundled:smollm2-135m",
+            "--metric-profile", "longbench", "--out", str(tmp_path / "run"))
+    assert r.returncode == 0, r.stderr
+    (row,) = [json.loads(x) for x in (tmp_path / "run" / "rows.jsonl").read_text().splitlines()]
+    from ragfunnel.eval.official_metrics import longbench_score
+
+    assert row["metrics"] == {"longbench": longbench_score("qmsum", row["answer"], row["references"])}
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["task"] == "longbench/qmsum" and config["metric_profile"] == "longbench"
+    assert config["ragfunnel_version"] and config["dataset_sha256"]

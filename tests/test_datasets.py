@@ -7,6 +7,7 @@ import pytest
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.datasets import detect_format, load_dataset
+from ragfunnel.prompts import TASKS
 from tests.conftest import SHARED
 
 
@@ -39,6 +40,7 @@ def test_generic_jsonl_and_auto_detection(tmp_path):
 @pytest.mark.parametrize("record, fmt", [
     ({"paragraphs": [], "question": "q", "answer": "a"}, "musique"),
     ({"input": "q", "context": "c", "answers": ["a"]}, "longbench"),
+    ({"input": "q", "context": "c", "answer": ["a"], "options": []}, "infbench"),
     ({"question": "q", "answer": "a", "context": [["t", ["s"]]], "supporting_facts": []}, "hotpotqa"),
     ({"question": "q", "answer": ["a", "b"]}, "nq-open"),
     ({"question": "q", "answers": ["a"]}, "jsonl"),
@@ -81,18 +83,61 @@ def test_rows_of_the_wrong_shape_are_reported_not_crashed_on(tmp_path, fmt, reco
         load_dataset(path, format=fmt)
 
 
-def test_longbench_choices_make_a_choice_task(tmp_path):
-    row = {"_id": "x", "input": "Which?", "context": "long text", "answers": ["B"], "all_classes": ["A", "B"]}
+def test_longbench_classes_are_kept_for_scoring_not_shown_as_options(tmp_path):
+    # trec has 50 classes: LongBench scores against them, it never lists them in the prompt.
+    row = {"_id": "x", "input": "What is a cat?", "context": "examples", "answers": ["Definition of something"],
+           "all_classes": ["Definition of something", "Animal"], "dataset": "trec"}
     (e,) = load_dataset(write_jsonl(tmp_path / "lb.jsonl", [row])).examples
-    assert e.task == "choice" and e.choices == ["A", "B"] and e.question == "Which?"
+    assert e.task == "longbench/trec" and e.choices is None
+    assert e.meta["all_classes"] == ["Definition of something", "Animal"]
 
 
 def test_longbench_qa_rows_keep_their_context_and_every_answer(tmp_path):
     row = {"_id": "y", "input": "Who wrote it?", "context": "Passage 1:\nAnn wrote it.", "answers": ["Ann", "Ann B."],
            "all_classes": None, "dataset": "hotpotqa", "length": 4}
     (e,) = load_dataset(write_jsonl(tmp_path / "lb.jsonl", [row])).examples
-    assert (e.id, e.task, e.choices, e.answers) == ("y", "qa", None, ["Ann", "Ann B."])
-    assert e.context == "Passage 1:\nAnn wrote it." and e.meta == {"dataset": "hotpotqa", "length": 4}
+    assert (e.id, e.task, e.choices, e.answers) == ("y", "longbench/hotpotqa", None, ["Ann", "Ann B."])
+    assert e.context == "Passage 1:\nAnn wrote it."
+    assert e.meta == {"dataset": "hotpotqa", "length": 4, "all_classes": None}
+
+
+@pytest.mark.parametrize("dataset, task, kind, limit", [
+    ("qmsum", "longbench/qmsum", "summary", 512),
+    ("narrativeqa", "longbench/narrativeqa", "qa", 128),
+    ("qasper_e", "longbench/qasper", "qa", 128),  # LongBench-E names
+    ("multifieldqa_en", "longbench/multifieldqa_en", "qa", 64),
+    ("musique", "longbench/musique", "qa", 32),
+    ("my_own_set", "qa", "qa", 32),  # a dataset LongBench does not know: the generic task
+    (None, "qa", "qa", 32),
+])
+def test_longbench_dataset_picks_task_kind_and_answer_limit(tmp_path, dataset, task, kind, limit):
+    row = {"input": "q?", "context": "text", "answers": ["a"], "dataset": dataset}
+    (e,) = load_dataset(write_jsonl(tmp_path / "lb.jsonl", [row]), format="longbench").examples
+    assert (e.task, TASKS[e.task].kind, TASKS[e.task].answer_tokens) == (task, kind, limit)
+
+
+def test_longbench_rows_without_a_question_get_their_tasks_request(tmp_path):
+    rows = [{"_id": "r", "input": "", "context": "A report.", "answers": ["A summary."], "dataset": "gov_report"},
+            {"_id": "s", "input": "", "context": "text", "answers": ["a"], "dataset": "qasper"}]
+    loaded = load_dataset(write_jsonl(tmp_path / "lb.jsonl", rows), on_error="skip")
+    assert [(e.id, e.question, e.task) for e in loaded.examples] == [("r", "Summarise the report.",
+                                                                      "longbench/gov_report")]
+    assert "missing 'input'" in loaded.errors[0].message
+
+
+def test_infbench_rows_qa_and_multiple_choice(tmp_path):
+    rows = [{"id": 0, "context": "A long book.", "input": "Who is Ann?", "answer": ["a sailor", "the sailor"],
+             "options": []},
+            {"id": 1, "context": "A long book.", "input": "Where does Ann go?", "answer": ["Lisbon"],
+             "options": ["Paris", "Lisbon", "Rome", "Oslo"]},
+            {"id": 2, "context": "A long book.", "input": "When?", "answer": ["Monday"],
+             "options": ["Paris", "Lisbon"]}]
+    loaded = load_dataset(write_jsonl(tmp_path / "longbook_qa_eng.jsonl", rows), on_error="skip")
+    qa, mc = loaded.examples
+    assert (qa.id, qa.task, qa.choices, qa.answers) == ("0", "qa", None, ["a sailor", "the sailor"])
+    assert (mc.id, mc.task, mc.choices, mc.answers) == ("1", "choice", ["Paris", "Lisbon", "Rome", "Oslo"],
+                                                        ["Lisbon"])
+    assert [e.line for e in loaded.errors] == [3] and "not one of the row's options" in loaded.errors[0].message
 
 
 @pytest.mark.parametrize("content, match", [("", "is empty"), ("   \n", "is empty")])

@@ -2,15 +2,21 @@
 
 import json
 import math
+import zlib
+from dataclasses import asdict
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from ragfunnel.corpus.distill import (
+    LOG_FILE,
     Labelled,
     aggregate_scores,
     collect_labels,
     label_positives,
+    read_training_log,
     train_pre_ranker,
 )
 from ragfunnel.corpus.funnel import FunnelRetriever
@@ -174,3 +180,220 @@ def test_ctrl_c_while_labelling_keeps_the_finished_labels(tmp_path, monkeypatch)
         collect_labels(retriever, examples, path, top_k=1, progress=False)
     monkeypatch.setattr(distill, "label_question", label)
     assert [x.example_id for x in collect_labels(retriever, examples, path, top_k=1, progress=False)] == ["q1", "q2"]
+
+
+# --- plain distillation (the paper's Eq. 5-6 alone), with a tiny stand-in cross-encoder --------------------------
+
+FEATURES = 16
+
+
+def word_counts(documents) -> np.ndarray:
+    """Each document's words hashed into FEATURES counts: what the tiny cross-encoder reads."""
+    rows = np.zeros((len(documents), FEATURES), dtype=np.float32)
+    for r, d in enumerate(documents):
+        for word in d.render().lower().split():
+            rows[r, zlib.crc32(word.encode()) % FEATURES] += 1
+    return rows
+
+
+class TinyCrossEncoder:
+    """Stands in for CrossEncoderPreRanker: a "pre-trained" layer and a new one-logit head on word counts.
+
+    It saves a config.json and safetensors as a Hugging Face model does, and records the documents
+    it scored (``made`` lists every instance, in the order they were made).
+    """
+
+    made: list = []
+
+    def __init__(self, model, *, num_labels=None, **_):
+        torch = pytest.importorskip("torch")
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = torch.nn.Linear(FEATURES, FEATURES)
+                self.classifier = torch.nn.Linear(FEATURES, 1)
+
+            def forward(self, x):
+                return self.classifier(torch.tanh(self.encoder(x)))
+
+            def save_pretrained(self, out, safe_serialization=True):
+                from safetensors.torch import save_file
+
+                (Path(out) / "config.json").write_text(json.dumps({"model_type": "tiny"}))
+                weights = {k: v.contiguous() for k, v in self.state_dict().items()}
+                save_file(weights, str(Path(out) / "model.safetensors"))
+
+        self.name = str(model)
+        self.model = Model()
+        self.new_parameters = {"classifier.weight", "classifier.bias"}
+        self.tokenizer = SimpleNamespace(save_pretrained=lambda out: (Path(out) / "tokenizer.json").write_text("{}"))
+        self.scored: list[list[str]] = []
+        TinyCrossEncoder.made.append(self)
+
+    def logits(self, question, documents):
+        import torch
+
+        self.scored.append([d.title for d in documents])
+        return self.model(torch.as_tensor(word_counts(documents)))[:, 0]
+
+    def score(self, question, documents):
+        import torch
+
+        with torch.no_grad():
+            return self.logits(question, documents).numpy().astype(np.float64)
+
+
+class FixedCosines:
+    """Stands in for the bundled bi-encoder: document i's cosine is 0.1 * (i + 1)."""
+
+    made = 0
+
+    def __init__(self, *_, **__):
+        FixedCosines.made += 1
+
+    def score(self, question, documents):
+        return 0.1 * np.arange(1, len(documents) + 1)
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """The cross-encoder and bi-encoder training and load_pre_ranker make, faked; every BPR loss's scores kept."""
+    pytest.importorskip("torch")
+    from ragfunnel.corpus import distill
+    from ragfunnel.retrieve import rerank
+
+    TinyCrossEncoder.made, FixedCosines.made = [], 0
+    monkeypatch.setattr(rerank, "CrossEncoderPreRanker", TinyCrossEncoder)
+    monkeypatch.setattr(rerank, "BiEncoderPreRanker", FixedCosines)
+    losses = []
+    bpr = distill.bpr_loss
+
+    def kept_bpr_loss(scores, positive):
+        losses.append((scores.detach().clone().numpy(), list(positive)))
+        return bpr(scores, positive)
+
+    monkeypatch.setattr(distill, "bpr_loss", kept_bpr_loss)
+    return losses
+
+
+def _labels_with_easy_negatives() -> list[Labelled]:
+    """Two questions, each: three documents the pre-ranker kept (one positive), then two easy negatives."""
+    out = []
+    for q in ("q1", "q2"):
+        titles = [f"{q} kept {i}" for i in range(3)] + [f"{q} easy {i}" for i in range(2)]
+        out.append(Labelled(q, f"Question {q}?", titles, [f"text of {t}" for t in titles], [0.9, 0.5, 0.1, None, None],
+                            [True, False, False, False, False], [True, False, False, False, False], kept=3))
+    return out
+
+
+def _retriever(tmp_path) -> FunnelRetriever:
+    build_index(DOCS, tmp_path / "ix", source="test")
+    return FunnelRetriever(CorpusIndex(tmp_path / "ix"), pre_ranker=WordOverlap(), post_ranker=WordOverlap(),
+                           top_clusters=4, top_documents=3, passage_words=8)
+
+
+QUESTIONS = [Example("q1", "Who kept the Gull Rock light?", answers=["Martha Quill"]),
+             Example("q2", "How often does the island ferry run?", answers=["twice daily"])]
+
+
+def test_plain_labels_are_the_documents_the_pre_ranker_kept_and_nothing_else(tmp_path):
+    retriever = _retriever(tmp_path)
+    plain = collect_labels(retriever, QUESTIONS, tmp_path / "plain.jsonl", top_k=1, plain=True, progress=False)
+    default = collect_labels(retriever, QUESTIONS, tmp_path / "default.jsonl", top_k=1, progress=False)
+    for p, d in zip(plain, default, strict=True):
+        assert len(p.titles) == p.kept == 3  # D_m: the three documents the pre-ranker kept
+        assert len(d.titles) == 4 and d.kept == 3  # the same three, then the fourth document as an easy negative
+        assert p == d.without_easy_negatives()  # same candidates, same scores, hits and Eq. 5 labels
+        assert None not in p.scores  # every candidate has the teacher's score
+    assert json.loads((tmp_path / "plain.config.json").read_text())["easy_negatives"] == 0
+    assert json.loads((tmp_path / "default.config.json").read_text())["easy_negatives"] == 8
+    with pytest.raises(ConfigError, match="plain distillation labels the pre-ranker's documents alone"):
+        collect_labels(retriever, QUESTIONS, tmp_path / "x.jsonl", easy_negatives=2, plain=True, progress=False)
+    # Plain labelling resumes plain labels only: a default run's labels differ in easy_negatives.
+    with pytest.raises(ConfigError, match="easy_negatives: 8 there, 0 now"):
+        collect_labels(retriever, QUESTIONS, tmp_path / "default.jsonl", top_k=1, plain=True, progress=False)
+
+
+def test_labels_written_before_kept_was_recorded(tmp_path):
+    old = Labelled("q", "Q?", ["A", "B", "C"], ["a", "b", "c"], [1.0, None, None], [False, False, True],
+                   [True, False, True])
+    with pytest.raises(InputError, match="do not record which documents are easy negatives"):
+        old.without_easy_negatives()
+    trimmed = old.without_easy_negatives(top_documents=2)
+    assert trimmed.titles == ["A", "B"] and trimmed.positive == [True, False] and trimmed.kept == 2
+    assert old.without_easy_negatives(top_documents=8).titles == ["A", "B", "C"]  # fewer documents than kept
+    # A label file made without easy negatives: its older rows are D_m whole.
+    path = tmp_path / "labels.jsonl"
+    collect_labels(_retriever(tmp_path), QUESTIONS[:1], path, top_k=1, plain=True, progress=False)
+    row = json.loads(path.read_text())
+    del row["kept"]
+    path.write_text(json.dumps(row) + "\n")
+    (again,) = collect_labels(_retriever(tmp_path), QUESTIONS[:1], path, top_k=1, plain=True, progress=False)
+    assert again.kept == len(again.titles) == 3
+
+
+def test_plain_training_learns_from_d_m_alone_without_the_prior(tmp_path, fake_models):
+    labelled = _labels_with_easy_negatives()
+    log = train_pre_ranker(labelled, init="tiny", out=tmp_path / "plain", epochs=2, plain=True, progress=False)
+    assert log.plain is True and log.prior_weight == 0
+    assert FixedCosines.made == 0  # no bi-encoder anywhere
+    assert log.questions == 2 and log.pairs == 2 * (1 * 2)  # one positive against two negatives per question
+    (ranker,) = TinyCrossEncoder.made
+    assert {tuple(s) for s in ranker.scored} == {tuple(x.titles[:3]) for x in labelled}  # no easy negative scored
+    assert [len(scores) for scores, _ in fake_models] == [3] * 4 and all(p == [True, False, False]
+                                                                         for _, p in fake_models)
+    # The loss reads the cross-encoder's logit alone: the new head starts at zero, so the first scores are 0.
+    np.testing.assert_array_equal(fake_models[0][0], np.zeros(3))
+
+
+def test_default_training_adds_easy_negatives_and_the_prior(tmp_path, fake_models):
+    labelled = _labels_with_easy_negatives()
+    log = train_pre_ranker(labelled, init="tiny", out=tmp_path / "default", epochs=1, progress=False)
+    assert log.plain is False and log.prior_weight == 10.0 and FixedCosines.made == 1
+    assert log.pairs == 2 * (1 * 4)
+    assert [len(scores) for scores, _ in fake_models] == [5, 5]
+    # What the plain run leaves out: 10 x the bi-encoder's cosine under a zero head.
+    np.testing.assert_allclose(fake_models[0][0], 10 * 0.1 * np.arange(1, 6), rtol=1e-6)
+
+
+def test_plain_refuses_the_prior_and_old_labels_it_cannot_trim(tmp_path, fake_models):
+    with pytest.raises(ConfigError, match="prior_weight=10.0 contradicts it"):
+        train_pre_ranker(_labels_with_easy_negatives(), init="tiny", out=tmp_path, prior_weight=10.0, plain=True)
+    old = [Labelled(**{**asdict(x), "kept": None}) for x in _labels_with_easy_negatives()]
+    with pytest.raises(InputError, match="do not record which documents are easy negatives"):
+        train_pre_ranker(old, init="tiny", out=tmp_path, plain=True)
+    assert not TinyCrossEncoder.made  # refused before any model was made
+    log = train_pre_ranker(_labels_with_easy_negatives(), init="tiny", out=tmp_path / "m", prior_weight=0,
+                           plain=True, progress=False)
+    assert log.plain and log.prior_weight == 0  # an explicit 0 is what plain means anyway
+
+
+def test_plain_round_trips_through_the_saved_model_and_loads_without_the_prior(tmp_path, fake_models):
+    from ragfunnel.retrieve.rerank import PRIOR_FILE, PriorCrossEncoderPreRanker, load_pre_ranker, read_prior_weight
+
+    out = tmp_path / "model"
+    train_pre_ranker(_labels_with_easy_negatives(), init="tiny", out=out, epochs=1, progress=False)
+    assert read_training_log(out).plain is False and read_prior_weight(out) == 10.0
+    assert isinstance(load_pre_ranker(out), PriorCrossEncoderPreRanker)
+    # Trained plain into the same directory: the default run's prior.json must not survive to be used.
+    trained = train_pre_ranker(_labels_with_easy_negatives(), init="tiny", out=out, epochs=1, plain=True,
+                               progress=False)
+    assert not (out / PRIOR_FILE).exists() and read_prior_weight(out) is None
+    assert json.loads((out / LOG_FILE).read_text())["plain"] is True
+    assert read_training_log(out) == trained
+    made = FixedCosines.made
+    ranker = load_pre_ranker(out)
+    assert type(ranker) is TinyCrossEncoder and FixedCosines.made == made  # the cross-encoder alone at search time
+
+
+def test_training_logs_written_before_plain_existed_read_as_not_plain(tmp_path):
+    (tmp_path / LOG_FILE).write_text(json.dumps({"init": "m", "questions": 1, "pairs": 2, "epochs": 3,
+                                                 "learning_rate": 3e-5, "head_learning_rate": 1e-3, "seed": 0,
+                                                 "prior_weight": 10.0, "epoch_loss": [0.3], "seconds": 1.0}))
+    assert read_training_log(tmp_path).plain is False
+    (tmp_path / LOG_FILE).write_text("[1, 2]")
+    with pytest.raises(InputError, match="distill.json is corrupted"):
+        read_training_log(tmp_path)
+    with pytest.raises(InputError, match="is not a model `ragfunnel funnel distill` wrote"):
+        read_training_log(tmp_path / "nowhere")

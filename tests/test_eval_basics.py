@@ -20,6 +20,7 @@ from ragfunnel.eval.metrics import (
     rouge_l,
     token_f1,
 )
+from ragfunnel.prompts import chosen_option
 from ragfunnel.types import Document, Example
 
 
@@ -93,7 +94,19 @@ def test_choice_accuracy():
     assert choice_accuracy("Answer: (b)", "B", choices) == 1.0
     assert choice_accuracy("I would pick (C) over A", "C", choices) == 1.0
     assert choice_accuracy("Z", "A", choices) == 0.0 and choice_accuracy("Option Z, or A", "A", choices) == 1.0
-    assert choice_accuracy("D", "D") == 1.0  # no choices given: any letter counts
+    # The answer methods return is the option's own text, even when the text holds a capital letter.
+    vitamins = ["Vitamin A", "Vitamin C", "Vitamin D"]
+    assert choice_accuracy("Vitamin C", "B", vitamins) == 1.0
+    assert choice_accuracy("Vitamin C", "Vitamin C", vitamins) == 1.0
+    assert choice_accuracy("vitamin c.", "C", vitamins) == 0.0
+
+
+def test_chosen_option_gives_the_options_text():
+    choices = ["Paris", "Lyon", "Vitamin C"]
+    assert chosen_option("B", choices) == "Lyon"
+    assert chosen_option("The answer is (A).", choices) == "Paris"
+    assert chosen_option("vitamin c", choices) == "Vitamin C"
+    assert chosen_option("I cannot tell", choices) is None
 
 
 def test_retrieval_metrics_hand_computed():

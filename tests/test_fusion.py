@@ -1,5 +1,7 @@
 import numpy as np
+import pytest
 
+from ragfunnel.errors import ConfigError
 from ragfunnel.retrieve.fusion import forward_backward_scores, max_normalize, rank
 
 
@@ -28,3 +30,17 @@ def test_rank_breaks_ties_by_tiebreak_then_position():
     scores = np.array([1.0, 2.0, 1.0, 1.0])
     assert rank(scores).tolist() == [1, 0, 2, 3]
     assert rank(scores, tiebreak=np.array([0.0, 0.0, 5.0, 1.0])).tolist() == [1, 2, 3, 0]
+
+
+def test_raw_fusion_is_eq5_on_the_scores_as_they_are():
+    backward = np.array([3.0, 0.0, 1.0, 0.0])
+    forward = np.array([[0.0, 2.0, 0.0, 1.0], [0.0, 0.0, 0.0, 8.0]])  # raw max over drafts: [0, 2, 0, 8]
+    fb = forward_backward_scores(backward, forward, eta_backward=0.5, eta_forward=0.5, fusion="raw")
+    np.testing.assert_allclose(fb, [1.5, 1.0, 0.5, 4.0])  # 0.5*[3,0,1,0] + 0.5*[0,2,0,8]
+    # The long draft's large scale now decides the order: chunk 3 first, where normalised fusion tied it.
+    assert rank(fb).tolist()[0] == 3
+
+
+def test_unknown_fusion_is_refused():
+    with pytest.raises(ConfigError, match="unknown fusion 'max'; valid: normalized, raw"):
+        forward_backward_scores(np.ones(2), np.ones((1, 2)), eta_backward=0.5, eta_forward=0.5, fusion="max")

@@ -1,7 +1,15 @@
 import pytest
 
 from ragfunnel.errors import ConfigError
-from ragfunnel.prompts import TASKS, VARIANTS, build_prompt, clean_answer, is_unanswerable, parse_sample
+from ragfunnel.prompts import (
+    TASKS,
+    VARIANTS,
+    build_prompt,
+    clean_answer,
+    is_unanswerable,
+    parse_sample,
+    prompt_prefix,
+)
 
 
 @pytest.mark.parametrize("task", list(TASKS))
@@ -11,9 +19,21 @@ def test_every_prompt_holds_context_question_and_cue(task, variant):
     p = build_prompt(task, variant, question="Which colour?", context="The sky was blue.", choices=choices)
     assert "The sky was blue." in p and "Which colour?" in p
     assert p.endswith("Rationale:" if variant == "rationale" else "Answer:")
-    assert ("unanswerable" in p) == (variant == "unanswerable")
+    # Only the unanswerable variant offers a way out, unless the task's answer style does (LongBench's qasper);
+    # drafts follow the rationale format instead of the style.
+    own = variant == "plain" and "unanswerable" in TASKS[task].style
+    assert ("unanswerable" in p) == (variant == "unanswerable" or own)
+    assert p.startswith(prompt_prefix(task, "The sky was blue."))  # every variant shares the document's prefix
     if choices:
         assert "A. red" in p and "B. blue" in p
+
+
+def test_longbench_prompts_follow_its_layout_with_its_limits():
+    p = build_prompt("longbench/qmsum", "plain", question="What was decided?", context="Ann: we ship.")
+    assert p.index("Transcript:\nAnn: we ship.") < p.index("Query: What was decided?") < p.index("Answer:")
+    assert [TASKS[f"longbench/{d}"].answer_tokens for d in ("hotpotqa", "multifieldqa_en", "qasper", "qmsum")] == [
+        32, 64, 128, 512]
+    assert TASKS["longbench/trec"].first_line and not TASKS["longbench/qmsum"].first_line
 
 
 def test_context_comes_before_the_question():

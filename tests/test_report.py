@@ -50,8 +50,8 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     assert "| bridges | vanilla | 20 | 3 | 3 |" in md  # every row failed, and the table says so
     # The answer and its supporting passage sit in the last of four chunks (7 words), which BM25 ranks first:
     # answer chunk @1, @3, gold chunk @1, @3 and the final context's share of supporting passages.
-    assert md.splitlines()[4].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |")
-    assert md.splitlines()[5].endswith("| - | - | - | - | - |")  # lc ranks nothing
+    assert md.splitlines()[6].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |")
+    assert md.splitlines()[7].endswith("| - | - | - | - | - |")  # lc ranks nothing
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<table>" in page and page.count('src="data:image/png;base64,iVBORw0KGgo') == 4  # self-contained
     assert 'src="quality' not in page

@@ -1,5 +1,7 @@
 """ragfunnel: answer questions over text too long or too large to hand an LLM whole."""
 
+__version__ = "0.1.0"  # first, so modules that record it can import it while the package loads
+
 from ragfunnel.api import answer
 from ragfunnel.errors import (
     BackendUnavailable,
@@ -20,8 +22,6 @@ from ragfunnel.methods import (
     options_of,
 )
 from ragfunnel.types import Chunk, Completion, Example, Prediction, Sample, ScoredChunk, StageTrace, Trace
-
-__version__ = "0.1.0"
 
 __all__ = [
     "answer", "make_method", "method_kind", "options_of", "METHODS", "CONTEXT_METHODS", "CORPUS_METHODS",

@@ -162,6 +162,11 @@ def read_config(path: Path) -> dict[str, Any] | None:
     return value
 
 
+# Recorded in a run's configuration but not part of what the run is: a resume by a newer ragfunnel is
+# allowed, with a warning naming both versions.
+VERSION_KEY = "ragfunnel_version"
+
+
 def claim_config(path: Path, config: dict[str, Any], *, what: Path) -> None:
     """Record ``config`` for a new run, or refuse ``what`` when it holds a run with a different one."""
     old = read_config(path)
@@ -172,10 +177,14 @@ def claim_config(path: Path, config: dict[str, Any], *, what: Path) -> None:
         return
     # Compared through JSON, so tuples and lists (and int and float keys) compare as they are stored.
     new = json.loads(json.dumps(config))
+    started_by, resumed_by = old.pop(VERSION_KEY, None), new.pop(VERSION_KEY, None)
     if old != new:
         differ = "; ".join(f"{key}: {_shown(was)} there, {_shown(now)} now" for key, was, now in _differences(old, new))
         raise ConfigError(f"{what} holds a run with a different configuration (differs in: {differ}); "
                           "pass a new --out to start fresh, or repeat the original options to resume")
+    if started_by != resumed_by:
+        log.warning("%s was started by ragfunnel %s; resuming it with %s", what, started_by or "(unrecorded)",
+                    resumed_by)
 
 
 _ABSENT = object()

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ragfunnel import journal
-from ragfunnel.errors import InputError
+from ragfunnel.errors import ConfigError, InputError
 
 
 @click.group()
@@ -27,9 +27,9 @@ def funnel() -> None:
               help="Document score = alpha * best passage + (1 - alpha) * mean passage.")
 @click.option("--top-positives", type=click.IntRange(min=1), default=2, show_default=True,
               help="Documents with the K best aggregated scores are positives (with every answer-bearing one).")
-@click.option("--easy-negatives", type=click.IntRange(0, 10_000), default=8, show_default=True,
+@click.option("--easy-negatives", type=click.IntRange(0, 10_000),
               help="Also label this many other documents of the retrieved clusters (negatives unless they hold "
-                   "an answer), so the new scorer sees unrelated documents too.")
+                   "an answer), so the new scorer sees unrelated documents too [default: 8; 0 with --plain].")
 @click.option("--top-clusters", type=click.IntRange(min=1),
               help="Funnel stage 1 clusters [default: 5% of them, 4..80].")
 @click.option("--top-documents", type=click.IntRange(1, 10_000), default=8, show_default=True,
@@ -45,14 +45,19 @@ def funnel() -> None:
 @click.option("--head-lr", "head_learning_rate", type=click.FloatRange(min=0, min_open=True), default=1e-3,
               show_default=True,
               help="Learning rate of weights new to the checkpoint (the scoring head on MiniLM).")
-@click.option("--prior-weight", type=click.FloatRange(min=0), default=10.0, show_default=True,
+@click.option("--prior-weight", type=click.FloatRange(min=0),
               help="Train the cross-encoder as a correction to this weight x the bundled bi-encoder's cosine "
-                   "(0: the cross-encoder alone, e.g. for an --init that is already a trained cross-encoder).")
+                   "(0: the cross-encoder alone, e.g. for an --init that is already a trained cross-encoder) "
+                   "[default: 10; 0 with --plain].")
+@click.option("--plain", is_flag=True,
+              help="Train as the FunnelRAG paper does (its Eq. 5 and 6): BPR on the documents the pre-ranker kept, "
+                   "with no easy negatives, and on the cross-encoder's own score, with no bi-encoder prior in "
+                   "training or when the model is used (the model records it).")
 @click.option("--seed", type=int, default=0, show_default=True)
 def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
-            easy_negatives: int,
-            top_clusters: int | None, top_documents: int, post_ranker: str, init: str | None, epochs: int,
-            learning_rate: float, head_learning_rate: float, prior_weight: float, seed: int) -> None:
+            easy_negatives: int | None, top_clusters: int | None, top_documents: int, post_ranker: str,
+            init: str | None, epochs: int, learning_rate: float, head_learning_rate: float,
+            prior_weight: float | None, plain: bool, seed: int) -> None:
     """Label the pre-ranker's documents with aggregated attention scores and train a cross-encoder (BPR).
 
     Load the result with `ragfunnel search DIR QUESTION --pre-ranker OUT`.
@@ -65,6 +70,11 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
     from ragfunnel.retrieve.embed import minilm_directory
     from ragfunnel.retrieve.rerank import BiEncoderPreRanker
 
+    additions = [f"--{name} {value:g}" for name, value in (("easy-negatives", easy_negatives),
+                                                           ("prior-weight", prior_weight)) if value]
+    if plain and additions:
+        raise ConfigError(f"--plain trains without easy negatives and without the bi-encoder prior; drop "
+                          f"{' and '.join(additions)}, or --plain")
     journal.out_dir(out_dir)
     with journal.exclusive(out_dir / journal.LOCK_FILE, out_dir):  # labelling and training alike
         examples = [e for e in load_dataset(dataset, limit=limit).examples if e.answers]
@@ -75,10 +85,17 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
                                     post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
                                     top_documents=top_documents)
         labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives,
-                                  easy_negatives=easy_negatives)
+                                  easy_negatives=easy_negatives, plain=plain)
         log = train_pre_ranker(labelled, init=init or minilm_directory(), out=out_dir, epochs=epochs,
                                learning_rate=learning_rate, head_learning_rate=head_learning_rate, seed=seed,
-                               prior_weight=prior_weight)
+                               prior_weight=prior_weight, plain=plain)
     hits = sum(any(x.hits) for x in labelled)
+    if plain:
+        how = "plain (the paper's Eq. 5-6: no easy negatives, no bi-encoder prior)"
+    elif log.prior_weight:
+        how = f"as a correction to {log.prior_weight:g} x the bi-encoder's cosine"
+    else:
+        how = "as a cross-encoder alone"
     click.echo(f"{out_dir}: trained on {log.questions} of {len(labelled)} labelled questions ({hits} with an "
-               f"answer-bearing document), {log.pairs} pairs, loss per epoch {log.epoch_loss}, {log.seconds:.0f}s")
+               f"answer-bearing document), {log.pairs} pairs, loss per epoch {log.epoch_loss}, {log.seconds:.0f}s, "
+               f"{how}")

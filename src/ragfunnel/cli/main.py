@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ragfunnel import journal
+from ragfunnel import __version__, journal
 from ragfunnel.cli.cache import cache
 from ragfunnel.cli.common import Group, model_settings, timeout_option
 from ragfunnel.cli.funnel import funnel as funnel_group
@@ -23,8 +23,8 @@ from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
-from ragfunnel.eval.runner import EvalRow, run_eval
-from ragfunnel.journal import FAILED_FILE
+from ragfunnel.eval.runner import METRIC_PROFILES, EvalRow, run_eval
+from ragfunnel.journal import FAILED_FILE, VERSION_KEY
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
 from ragfunnel.llm.fingerprint import sha256_of_file
 from ragfunnel.llm.registry import check_backends, model_identity
@@ -40,7 +40,8 @@ from ragfunnel.methods import (
     options_of,
 )
 from ragfunnel.methods.fbrag import MAX_SAMPLES
-from ragfunnel.prompts import TASKS
+from ragfunnel.prompts import check_task
+from ragfunnel.retrieve.fusion import FUSIONS
 from ragfunnel.text import read_context
 from ragfunnel.types import Prediction
 
@@ -58,6 +59,13 @@ def main(verbose: bool, quiet: bool, debug: bool) -> None:
     logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
 
 
+def _known_task(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    try:
+        return None if value is None else check_task(value)
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 def method_options(command: Callable) -> Callable:
     """The model and budget options shared by ``ask`` and ``eval`` (unset ones keep each method's default)."""
     for option in reversed([
@@ -73,6 +81,9 @@ def method_options(command: Callable) -> Callable:
                      help="What FB-RAG's drafts read: Stage I's selection, the whole document, or (warm) the whole "
                           "document when the light model already holds it or it costs about the selection's read "
                           "[default: warm]."),
+        click.option("--fusion", type=click.Choice(list(FUSIONS)),
+                     help="How FB-RAG mixes question and draft scores: normalized (each query's BM25 scores divided "
+                          "by their maximum first) or raw (the paper's Eq. 5 as written) [default: normalized]."),
         click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True),
                      help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
         click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), help="FB-RAG drafts K [default: 5]."),
@@ -107,8 +118,9 @@ def method_options(command: Callable) -> Callable:
 @click.option("--demonstrations", type=click.Path(path_type=Path),
               help="drag/iterdrag: demonstrations file (`ragfunnel scale demos`).")
 @click.option("--iterations", type=click.IntRange(1, 100), help="iterdrag: most follow-up steps n [default: 5].")
-@click.option("--task", type=click.Choice(list(TASKS)), default="qa", show_default=True,
-              help="Prompt family: short answer, multi-hop, query-based summary or multiple choice.")
+@click.option("--task", default="qa", show_default=True, callback=_known_task, metavar="TASK",
+              help="Prompt family: qa (short answer), multihop, summary (query-based), choice (multiple choice), "
+                   "or a LongBench dataset's own prompt and answer limit, longbench/DATASET (e.g. longbench/qasper).")
 @click.option("--choice", "choices", multiple=True, metavar="TEXT",
               help="An option for --task choice (repeat for each option, in order).")
 @method_options
@@ -227,8 +239,13 @@ def models(prepare: bool, verify: bool, as_json: bool) -> None:
               help="Dataset format.")
 @click.option("--on-error", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
               help="A malformed dataset row stops the run (fail) or is reported and skipped (skip).")
-@click.option("--task", type=click.Choice(list(TASKS)),
-              help="Prompt family and scoring (summary: ROUGE-L; choice: option accuracy) [default: the dataset's].")
+@click.option("--task", callback=_known_task, metavar="TASK",
+              help="Prompt family and scoring (qa, multihop, summary: ROUGE-L, choice: option accuracy, "
+                   "longbench/DATASET) [default: the dataset's; LongBench rows: their dataset's].")
+@click.option("--metric-profile", type=click.Choice(list(METRIC_PROFILES)), default="ragfunnel", show_default=True,
+              help="Scoring: ragfunnel (by task: F1/EM/contains, ROUGE-L, accuracy), longbench (exactly LongBench's "
+                   "metrics.py for each row's dataset), hotpotqa (the official F1/EM: yes/no answers that disagree "
+                   "score 0).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Pairs run at once (helps with server backends).")
 @click.option("--corpus", type=click.Path(path_type=Path),
@@ -238,8 +255,8 @@ def models(prepare: bool, verify: bool, as_json: bool) -> None:
                    "the context holds this many words (fixed shuffle per --seed and example).")
 @method_options
 def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: bool, limit: int | None, fmt: str,
-                 on_error: str, task: str | None, workers: int, corpus: Path | None, context_words: int | None,
-                 **given: Any) -> None:
+                 on_error: str, task: str | None, metric_profile: str, workers: int, corpus: Path | None,
+                 context_words: int | None, **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     model_settings(given)
     names = [m.strip() for m in method_names.split(",") if m.strip()]
@@ -272,12 +289,14 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
         specs.append(options.get("light", DEFAULT_LIGHT))
     check_backends(specs)  # a server that is down stops the run here, before any row
     config = {"dataset": str(dataset.resolve()), "dataset_sha256": sha256_of_file(dataset), "format": fmt,
-              "task": task, "options": options,
-              "method_options": received, "models": {spec: model_identity(spec) for spec in specs}}
+              "task": task, "metric_profile": metric_profile, "options": options,
+              VERSION_KEY: __version__, "method_options": received,
+              "models": {spec: model_identity(spec) for spec in specs}}
     if corpus is not None:
         config |= {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_of_file(corpus),
                    "context_words": context_words}
-    result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed)
+    result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed,
+                      metric_profile=metric_profile)
     click.echo(_eval_table(result.rows, names), err=False)
     if loaded.errors:
         click.echo(f"{len(loaded.errors)} dataset row(s) skipped; first: {loaded.errors[0]}", err=True)

@@ -3,10 +3,15 @@
 For each training question the funnel runs as usual up to post-ranking. The passage scores
 are aggregated to their documents, S_d = α·max_p S_p + (1−α)·mean_p S_p; the documents with
 the top-K aggregated scores, and every document that contains a reference answer, are the
-positives; the other documents the pre-ranker kept are the negatives. A cross-encoder is then
-trained with the pairwise BPR loss −log σ(S⁺ − S⁻). By default its score is a correction to the
-bundled bi-encoder's, ``w · cosine + logit`` with the new head starting at zero: trained from a
-new head alone on 40 questions, it ranked HotpotQA documents no better than chance.
+positives; the other documents the pre-ranker kept are the negatives (Eq. 5). A cross-encoder is
+then trained with the pairwise BPR loss −log σ(S⁺ − S⁻) (Eq. 6).
+
+By default two things are added that the paper does not have: easy negatives (other documents of
+the retrieved clusters, see :func:`label_question`), and a score that is a correction to the
+bundled bi-encoder's, ``w · cosine + logit`` with the new head starting at zero (trained from a
+new head alone on 40 questions, the cross-encoder ranked HotpotQA documents no better than chance).
+``plain=True`` (``funnel distill --plain``) trains as the paper does: Eq. 5 and 6 alone, on the
+cross-encoder's own score, which is then also all the saved model gives at search time.
 
 Labels are written to a JSON Lines file as they are made (a run resumes where it stopped);
 the trained model is saved as a plain Hugging Face directory (safetensors) that
@@ -20,7 +25,7 @@ import logging
 import random
 import time
 from contextlib import closing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -93,10 +98,29 @@ class Labelled:
     scores: list[float | None]  # aggregated post-ranking score per document (None: no passage was scored)
     hits: list[bool]  # the document contains a reference answer
     positive: list[bool]
+    # The first `kept` documents are the ones the pre-ranker kept (the paper's D_m), the rest easy
+    # negatives; None in labels written before this was recorded.
+    kept: int | None = None
 
     def documents(self) -> list[Document]:
         return [Document(f"{self.example_id}/{i}", t, x) for i, (t, x) in enumerate(zip(self.titles, self.texts,
                                                                                        strict=True))]
+
+    def without_easy_negatives(self, top_documents: int | None = None) -> Labelled:
+        """The paper's candidates alone: the documents the pre-ranker kept, with their labels (Eq. 5).
+
+        For labels written before ``kept`` was recorded, pass the ``top_documents`` they were made
+        with (``distill_labels.config.json``): the pre-ranker's documents come first.
+        """
+        kept = self.kept
+        if kept is None:
+            if top_documents is None:
+                raise InputError(f"the labels of {self.example_id!r} do not record which documents are easy "
+                                 "negatives; label again, or pass the top_documents they were made with")
+            kept = min(top_documents, len(self.titles))
+        # The positives need no relabelling: easy negatives carry no score, so never enter the top K.
+        return Labelled(self.example_id, self.question, self.titles[:kept], self.texts[:kept], self.scores[:kept],
+                        self.hits[:kept], self.positive[:kept], kept)
 
 
 def draw_easy_negatives(index: CorpusIndex, doc_ids: list[int], kept: set[int], n: int, seed: str) -> list[Document]:
@@ -134,13 +158,27 @@ def label_question(retriever: FunnelRetriever, example: Example, *, alpha: float
     positive = label_positives(np.concatenate([scores, np.full(len(extra), np.nan)]), hits, top_k=top_k)
     return Labelled(example.id, example.question, [d.title for d in documents], [d.text for d in documents],
                     [None if np.isnan(s) else float(s) for s in scores] + [None] * len(extra), hits.tolist(),
-                    positive.tolist())
+                    positive.tolist(), len(kept))
+
+
+def easy_negatives_for(easy_negatives: int | None, *, plain: bool) -> int:
+    """How many easy negatives to label: none for ``plain`` (the paper's D_m alone), else the default."""
+    if plain and easy_negatives:
+        raise ConfigError(f"plain distillation labels the pre-ranker's documents alone (Eq. 5); "
+                          f"easy_negatives={easy_negatives} contradicts it: leave it unset or 0, or drop plain")
+    if easy_negatives is None:
+        return 0 if plain else DEFAULT_EASY_NEGATIVES
+    if easy_negatives < 0:
+        raise ConfigError(f"easy_negatives must be >= 0, got {easy_negatives}")
+    return easy_negatives
 
 
 def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: str | Path, *,
                    alpha: float = DEFAULT_ALPHA, top_k: int = DEFAULT_TOP_POSITIVES,
-                   easy_negatives: int = DEFAULT_EASY_NEGATIVES, progress: bool = True) -> list[Labelled]:
+                   easy_negatives: int | None = None, plain: bool = False, progress: bool = True) -> list[Labelled]:
     """Label every example, appending each to ``path`` as it is done; examples already there are kept.
+
+    ``easy_negatives`` defaults to DEFAULT_EASY_NEGATIVES, and to none with ``plain`` (the paper's labels).
 
     One process at a time labels into a file (``PATH.lock``); labels made with other settings (``PATH``
     with the suffix ``.config.json``) are refused; Ctrl-C keeps every finished label and raises Interrupted.
@@ -148,6 +186,7 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
     from tqdm.auto import tqdm
 
     path = out_file(Path(path))
+    easy_negatives = easy_negatives_for(easy_negatives, plain=plain)
     settings = {"alpha": alpha, "top_positives": top_k, "easy_negatives": easy_negatives,
                 "top_documents": retriever.top_documents,
                 "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__}
@@ -156,10 +195,13 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
         done = {}
         for number, row in read_jsonl(path, what="label"):
             try:
-                done[row["example_id"]] = Labelled(**row)
+                labelled = Labelled(**row)
             except (KeyError, TypeError):
                 raise InputError(f"{path}:{number} is not a label row of `ragfunnel funnel distill`; move the file "
                                  "aside to label afresh") from None
+            if labelled.kept is None and not easy_negatives:  # an older row, but without easy negatives: all kept
+                labelled = replace(labelled, kept=len(labelled.titles))
+            done[labelled.example_id] = labelled
         todo = [e for e in examples if e.id not in done]
         if done:
             log.info("%s: %d questions labelled, %d to go", path, len(done), len(todo))
@@ -193,13 +235,39 @@ class TrainingLog:
     head_learning_rate: float
     seed: int
     prior_weight: float  # of the bi-encoder cosine the cross-encoder corrects (0: the cross-encoder alone)
+    plain: bool = False  # trained as the paper: D_m alone (no easy negatives), no prior (Eq. 5-6)
     epoch_loss: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
 
+def read_training_log(model_dir: str | Path) -> TrainingLog:
+    """How the model in ``model_dir`` was distilled, from its ``distill.json``."""
+    path = Path(model_dir) / LOG_FILE
+    try:
+        row = json.loads(path.read_text(encoding="utf-8"))
+        known = {f.name for f in fields(TrainingLog)}
+        return TrainingLog(**{k: v for k, v in row.items() if k in known})
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist: {model_dir} is not a model `ragfunnel funnel distill` wrote; "
+                         "pass one it wrote") from None
+    except (ValueError, TypeError, AttributeError):
+        raise InputError(f"{path} is corrupted; distil the model again") from None
+
+
+def prior_weight_for(prior_weight: float | None, *, plain: bool) -> float:
+    """The bi-encoder prior's weight: none for ``plain`` (the paper scores with the pre-ranker alone), else the
+    default."""
+    if plain and prior_weight:
+        raise ConfigError(f"plain distillation trains the cross-encoder's own score (Eq. 6); prior_weight="
+                          f"{prior_weight} contradicts it: leave it unset or 0, or drop plain")
+    if prior_weight is None:
+        return 0.0 if plain else DEFAULT_PRIOR_WEIGHT
+    return float(prior_weight)
+
+
 def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | Path, epochs: int = 3,
                      learning_rate: float = 3e-5, head_learning_rate: float = 1e-3, seed: int = 0,
-                     prior_weight: float = DEFAULT_PRIOR_WEIGHT, progress: bool = True) -> TrainingLog:
+                     prior_weight: float | None = None, plain: bool = False, progress: bool = True) -> TrainingLog:
     """Fine-tune a cross-encoder from ``init`` on the labels with BPR; save it to ``out``.
 
     ``init`` is a cross-encoder, or an encoder such as the bundled MiniLM whose new scoring head
@@ -207,6 +275,12 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
     learns nothing in a few hundred steps at the encoder's rate). With ``prior_weight`` > 0 the
     score trained (and the one ``load_pre_ranker(out)`` gives) is ``prior_weight`` × the bundled
     bi-encoder's cosine + the cross-encoder's logit; the weight is written to ``out/prior.json``.
+    ``prior_weight`` defaults to DEFAULT_PRIOR_WEIGHT.
+
+    ``plain`` trains as the paper: on each question's D_m alone (easy negatives in the labels are
+    dropped) and on the cross-encoder's logit alone, so ``out`` gets no ``prior.json`` and the model
+    scores without the bi-encoder at search time too; ``out/distill.json`` records ``"plain": true``.
+    Every loss is still the mean over a question's pairs, where Eq. 6 sums them (see :func:`bpr_loss`).
     """
     import torch
     from tqdm.auto import tqdm
@@ -214,6 +288,9 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
 
     from ragfunnel.retrieve.rerank import PRIOR_FILE, BiEncoderPreRanker, CrossEncoderPreRanker
 
+    prior_weight = prior_weight_for(prior_weight, plain=plain)
+    if plain:
+        labelled = [x.without_easy_negatives() for x in labelled]
     usable = [x for x in labelled if any(x.positive) and not all(x.positive)]
     if not usable:
         raise InputError("no labelled question has both a positive and a negative document; label more questions "
@@ -240,7 +317,8 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
     optimizer = torch.optim.AdamW([{"params": pretrained, "lr": learning_rate},
                                    {"params": new, "lr": head_learning_rate}])
     pairs = sum(sum(x.positive) * (len(x.positive) - sum(x.positive)) for x in usable)
-    log_ = TrainingLog(str(init), len(usable), pairs, epochs, learning_rate, head_learning_rate, seed, prior_weight)
+    log_ = TrainingLog(str(init), len(usable), pairs, epochs, learning_rate, head_learning_rate, seed, prior_weight,
+                       plain=plain)
     order = random.Random(seed)
     started = time.perf_counter()
     model.train()

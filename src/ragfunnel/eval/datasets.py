@@ -7,7 +7,11 @@ Question formats (``format=``):
 ``musique``    ``id``, ``question``, ``answer``, ``answer_aliases``, ``paragraphs``
                (``{title, paragraph_text, is_supporting}``)
 ``nq-open``    ``question``, ``answer`` (a list of accepted strings); no context
-``longbench``  ``input``, ``context``, ``answers``, optional ``all_classes``, ``_id``, ``dataset``
+``longbench``  ``input``, ``context``, ``answers``, optional ``all_classes``, ``_id``, ``dataset``; a
+               dataset LongBench knows (``qasper``, ``qmsum``, ...) picks its task ``longbench/<dataset>``
+               (its prompt, answer limit and kind: qmsum is a summary), else the task is ``qa``
+``infbench``   InfiniteBench (∞Bench) ``en.qa``/``en.mc``: ``id``, ``input``, ``context``, ``answer``
+               (list), ``options`` (multiple choice; the answer is the correct option's text)
 ``jsonl``      ragfunnel's own: ``question``, ``answers`` (list) or ``answer`` (string; FlashRAG's
                ``golden_answers`` is read too), optional
                ``id``, ``context``, ``choices``, ``task``
@@ -31,6 +35,8 @@ from typing import Any
 
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.prompts import TASKS
+from ragfunnel.prompts.longbench import longbench_task
+from ragfunnel.prompts.templates import option_letters
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)
@@ -194,16 +200,43 @@ def _nq_open(record: dict, index: int) -> Example:
 
 
 def _longbench(record: dict, index: int) -> Example:
-    _require(record, "input", "context", "answers")
-    choices = _choices(record.get("all_classes"))
+    """A LongBench row; its ``dataset`` picks the task (prompt, answer limit, scoring kind) when LongBench knows it."""
+    _require(record, "context", "answers")
+    dataset = _optional_text(record, "dataset")
+    task = longbench_task(dataset)
+    question = _optional_text(record, "input") or ""
+    if not question.strip():
+        question = TASKS[task].default_question if task else None
+        if not question:
+            raise RowError("missing 'input' (the question)")
+    classes = record.get("all_classes")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise RowError(f"'all_classes' must be a list of class names, got {json.dumps(classes)[:60]}")
+    # ``all_classes`` are the labels of a classification set (trec: 50 of them), not options to show.
     return Example(
         id=str(record.get("_id") or index),
-        question=_text(record, "input"),
+        question=question,
         context=_text(record, "context"),
         answers=_answers(record["answers"]),
+        task=task or "qa",
+        meta={"dataset": dataset, "length": record.get("length"), "all_classes": classes},
+    )
+
+
+def _infbench(record: dict, index: int) -> Example:
+    """An InfiniteBench (∞Bench) row: ``en.qa`` (``answer`` list) or ``en.mc`` (``options``, answer = option text)."""
+    _require(record, "input", "context", "answer")
+    choices = _choices(record.get("options"))
+    answers = _answers(record["answer"])
+    if choices and not all(a in choices or a in option_letters(choices) for a in answers):
+        raise RowError(f"answer {answers[0]!r} is not one of the row's options")
+    return Example(
+        id=str(record.get("id") if record.get("id") is not None else index),
+        question=_text(record, "input"),
+        context=_text(record, "context"),
+        answers=answers,
         choices=choices,
         task="choice" if choices else "qa",
-        meta={"dataset": record.get("dataset"), "length": record.get("length")},
     )
 
 
@@ -228,6 +261,7 @@ FORMATS: dict[str, Callable[[dict, int], Example]] = {
     "musique": _musique,
     "nq-open": _nq_open,
     "longbench": _longbench,
+    "infbench": _infbench,
     "jsonl": _generic,
 }
 
@@ -238,6 +272,8 @@ def detect_format(record: dict) -> str:
         return "musique"
     if "input" in record and "answers" in record:
         return "longbench"
+    if "input" in record and "answer" in record:
+        return "infbench"
     if "supporting_facts" in record or ("context" in record and "answer" in record
                                         and isinstance(record["context"], list | dict)):
         return "hotpotqa"

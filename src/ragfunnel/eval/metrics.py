@@ -9,6 +9,7 @@ from collections import Counter
 from functools import lru_cache
 
 from ragfunnel.errors import MissingExtra
+from ragfunnel.prompts.parsing import option_index
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -57,41 +58,17 @@ def rouge_l(prediction: str, reference: str) -> float:
     return _rouge_scorer().score(reference, prediction)["rougeL"].fmeasure
 
 
-# Where a reply names its option, most explicit first: "the answer is (C)", "(C)", a bare letter that is not
-# the English word "A" or "I" starting a sentence ("A good guess is B" names B).
-_NAMED_LETTER = (
-    re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-Z])\b", re.IGNORECASE),
-    re.compile(r"\(([A-Z])\)"),
-    re.compile(r"\b([A-Z])\b(?!\s+[a-z])"),
-)
+def choice_accuracy(prediction: str, reference: str, choices: list[str]) -> float:
+    """Multiple choice: 1 when the prediction picks the correct option, by its text or by its letter.
 
-
-def _option_letter(prediction: str, letters: list[str]) -> str | None:
-    for pattern in _NAMED_LETTER:
-        for m in pattern.finditer(prediction):
-            letter = m.group(1).upper()
-            if not letters or letter in letters:
-                return letter
-    return None
-
-
-def choice_accuracy(prediction: str, reference: str, choices: list[str] | None = None) -> float:
-    """Multiple choice: the option letter the prediction names, or the option text it gives.
-
-    ``reference`` is the correct letter ("B") or the correct option's text. With ``choices``, only
-    their letters count as a named option.
+    ``reference`` is the correct option's text or its letter ("B").
     """
-    letters = [chr(ord("A") + i) for i in range(len(choices or []))]
+    letters = [chr(ord("A") + i) for i in range(len(choices))]
     wanted = reference.strip()
-    if choices and wanted not in letters and wanted in choices:
-        wanted = letters[choices.index(wanted)]
-    letter = _option_letter(prediction.strip(), letters)
-    if letter:
-        return float(letter == wanted)
-    if choices:  # no letter: accept the option's own text
-        named = [letters[i] for i, c in enumerate(choices) if normalize_answer(c) == normalize_answer(prediction)]
-        return float(named == [wanted])
-    return 0.0
+    correct = letters.index(wanted) if wanted in letters else next(
+        (i for i, c in enumerate(choices) if normalize_answer(c) == normalize_answer(wanted)), None)
+    picked = option_index(prediction, choices)
+    return float(picked is not None and picked == correct)
 
 
 # Retrieval metrics over a ranked list of units (chunks, passages or titles).

@@ -19,13 +19,13 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragfunnel import journal
+from ragfunnel import __version__, journal
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.runner import load_eval
 
 # The headline metric per task family, in order of preference.
-HEADLINE = ("f1", "rouge_l", "accuracy")
-METRICS = ("f1", "em", "accuracy", "rouge_l")
+HEADLINE = ("longbench", "f1", "rouge_l", "accuracy")
+METRICS = ("f1", "em", "accuracy", "rouge_l", "longbench")
 # Methods whose chunk ranking is BM25 against the question alone.
 QUESTION_RANKED = ("op", "vanilla", "self-route")
 
@@ -242,7 +242,8 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     out_dir = journal.out_dir(Path(out_dir))
     header, body = _table(summaries)
     images = _plots(summaries, out_dir, metric)
-    md = ["# ragfunnel report", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    made_by = f"Written by ragfunnel {__version__}; each run's configuration (below) names the version that ran it."
+    md = ["# ragfunnel report", "", made_by, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(row) + " |" for row in body]
     md += [""] + [f"![{name}]({name})" for name in images]
     # What each run was — dataset and its SHA-256, models and theirs, every option — so the report alone
@@ -254,7 +255,8 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     page = (
         "<!doctype html><meta charset=utf-8><title>ragfunnel report</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
-        "<h1>ragfunnel report</h1><table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
+        f"<h1>ragfunnel report</h1><p>{html.escape(made_by)}</p>"
+        "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
         + cells + "</table>" + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>'
                                         for name in images)
         + "<h2>Runs</h2>" + "".join(f"<details open><summary>{html.escape(d)}</summary><pre>{html.escape(config)}"

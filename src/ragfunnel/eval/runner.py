@@ -28,21 +28,43 @@ from ragfunnel.eval.metrics import (
     rouge_l,
     token_f1,
 )
+from ragfunnel.eval.official_metrics import hotpotqa_scores, longbench_score
 from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
+from ragfunnel.prompts import task_kind
 from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Example, Prediction
 
 log = logging.getLogger(__name__)
 
 
-def score(example: Example, answer: str) -> dict[str, float]:
-    """The task's metrics for one answer, each the best over the example's references."""
+METRIC_PROFILES = ("ragfunnel", "longbench", "hotpotqa")
+
+
+def score(example: Example, answer: str, profile: str = "ragfunnel") -> dict[str, float]:
+    """The metrics of one answer, each the best over the example's references.
+
+    ``ragfunnel`` scores by the task's kind (qa: F1, EM, contains-answer; summary: ROUGE-L; choice:
+    accuracy); ``longbench`` gives LongBench's own score for the row's dataset as ``longbench``
+    (exactly its metrics.py); ``hotpotqa`` gives the official HotpotQA F1 and EM (yes/no answers
+    that disagree score 0).
+    """
     refs = example.answers
-    if example.task == "summary":
+    if profile == "longbench":
+        dataset = example.meta.get("dataset")
+        if not dataset:
+            raise ConfigError(f"example {example.id!r} names no LongBench dataset, which --metric-profile longbench "
+                              "needs; read LongBench rows (with their 'dataset' field) or use another profile")
+        return {"longbench": longbench_score(dataset, answer, refs, example.meta.get("all_classes"))}
+    if profile == "hotpotqa":
+        return hotpotqa_scores(answer, refs)
+    if profile != "ragfunnel":
+        raise ConfigError(f"unknown metric profile {profile!r}; valid profiles: {', '.join(METRIC_PROFILES)}")
+    kind = task_kind(example.task)
+    if kind == "summary":
         return {"rouge_l": best_over_references(rouge_l, answer, refs)}
-    if example.task == "choice":
-        return {"accuracy": max((choice_accuracy(answer, r, example.choices) for r in refs), default=0.0)}
+    if kind == "choice":
+        return {"accuracy": max((choice_accuracy(answer, r, example.choices or []) for r in refs), default=0.0)}
     return {
         "f1": best_over_references(token_f1, answer, refs),
         "em": best_over_references(exact_match, answer, refs),
@@ -121,7 +143,7 @@ def _expect(row: dict[str, Any], name: str, kind: Any, *, where: str = "row") ->
     return row[name]
 
 
-def _row(example: Example, method: str, run: Callable[[], Prediction]) -> EvalRow:
+def _row(example: Example, method: str, run: Callable[[], Prediction], profile: str) -> EvalRow:
     try:
         p = run()
     except BackendUnavailable:  # not this pair's fault: the run stops, and the pair runs again on resume
@@ -132,7 +154,7 @@ def _row(example: Example, method: str, run: Callable[[], Prediction]) -> EvalRo
     return EvalRow(
         example_id=example.id,
         method=method,
-        metrics=score(example, p.answer),
+        metrics=score(example, p.answer, profile),
         question=example.question,
         answer=p.answer,
         references=list(example.answers),
@@ -148,7 +170,7 @@ def _row(example: Example, method: str, run: Callable[[], Prediction]) -> EvalRo
 
 
 def _answer_rank(example: Example, p: Prediction) -> int | None:
-    if example.task not in ("qa", "multihop") or not p.ranking:
+    if task_kind(example.task) != "qa" or not p.ranking:
         return None
     return answer_rank([sc.chunk.text for sc in p.ranking], example.answers)
 
@@ -209,13 +231,15 @@ def run_eval(
     config: dict[str, Any],
     workers: int = 1,
     retry_failed: bool = True,
+    metric_profile: str = "ragfunnel",
     progress: bool = True,
 ) -> RunResult:
     """Run every method on every example, storing a row per pair in ``run_dir`` as soon as it is done.
 
     ``methods`` maps a name to an object with ``run(question, context, choices=...)``.
     ``config`` identifies the run; resuming needs the same one. Pairs that failed before run again
-    unless ``retry_failed`` is False. ``workers`` > 1 runs pairs concurrently (useful with server
+    unless ``retry_failed`` is False. ``metric_profile`` picks the scoring (see :func:`score`).
+    ``workers`` > 1 runs pairs concurrently (useful with server
     backends; in-process models serialise anyway). With one worker, every pair starts with cold
     prompt caches (see :func:`reset_loaded`). A backend that cannot be reached stops the run
     (:class:`BackendUnavailable`) and Ctrl-C stops it (:class:`Interrupted`); finished rows stay.
@@ -223,6 +247,8 @@ def run_eval(
     if workers < 1:
         raise ConfigError(f"workers must be at least 1, got {workers}")
     examples = list(examples)
+    for e in examples:  # a profile that cannot score the examples stops here, before any model runs
+        score(e, "", metric_profile)
     with RunDir(run_dir, config, EvalRow.from_json, command="ragfunnel eval") as run:
         todo = run.todo([((e.id, name), (e, name)) for e in examples for name in methods], retry_failed=retry_failed)
 
@@ -231,7 +257,8 @@ def run_eval(
             if workers == 1:  # cold start per pair, so latencies do not depend on the order methods ran in
                 reset_loaded()
             return _row(example, name, lambda: methods[name].run(example.question, example.context or "",
-                                                                  choices=example.choices))
+                                                                  choices=example.choices),
+                        metric_profile)
 
         with tqdm(total=len(todo), desc=f"eval {run.path.name}", unit="row", disable=not progress) as bar:
             drain(todo, job, run.record, workers=workers, on_row=lambda row: bar.update())

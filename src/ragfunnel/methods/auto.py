@@ -32,11 +32,11 @@ from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.speed import SpeedProfile, speed_of
-from ragfunnel.methods.base import ANSWER_TOKENS, check_budget, join_chunks, prepare, total_tokens
+from ragfunnel.methods.base import check_budget, join_chunks, prepare, total_tokens
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
-from ragfunnel.prompts import build_prompt, check_task, prompt_prefix
+from ragfunnel.prompts import answer_tokens, build_prompt, check_task, prompt_prefix
 from ragfunnel.types import Prediction, StageTrace, Trace
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,7 @@ class Auto:
         seed: int = 0,
         max_tokens: int | None = None,
         draft_from: str = "warm",
+        fusion: str = "normalized",
         max_seconds: float | None = None,
     ):
         if max_seconds is not None and max_seconds <= 0:
@@ -141,13 +142,13 @@ class Auto:
         self.task = check_task(task)
         self.light, self.strong = light, strong
         self.max_seconds = max_seconds
-        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.max_tokens = max_tokens or answer_tokens(task)
         self.lc = LongContext(strong=strong, task=task, max_tokens=max_tokens)
         self.op = OrderPreservingRAG(strong=strong, task=task, budget=budget, chunk_words=chunk_words,
                                      max_tokens=max_tokens)
         self.fb = FBRAG(light=light, strong=strong, task=task, budget=budget, stage1_budget=stage1_budget,
                         chunk_words=chunk_words, samples=samples, seed=seed, max_tokens=max_tokens,
-                        draft_from=draft_from)
+                        draft_from=draft_from, fusion=fusion)
         self.candidates = {"lc": self.lc, "fb": self.fb, "op": self.op}
 
     def plan(self, question: str, context: str, *, choices: list[str] | None = None,
@@ -184,7 +185,7 @@ class Auto:
             s_light = speed(light)
             source = self.fb.draft_source(light, chunks, question=question, choices=choices)
             drafted = whole if source == "document" else min(whole, self.fb.stage1_budget)
-            draft_prompt = drafted + overhead(light, "rationale")
+            draft_prompt = drafted + overhead(light, self.fb.draft_variant)
             draft_kept = kept(light, prompt_prefix(self.task, join_chunks(chunks))) if source == "document" else 0
             draft_tokens = min(self.fb.sample_max_tokens, EXPECTED_DRAFT_TOKENS)
             predicted["fb"] = (s_light.read_seconds(draft_prompt - draft_kept, already=draft_kept)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm.base import LLM
-from ragfunnel.prompts import build_prompt, clean_answer, prompt_prefix
+from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.text import check_context, chunk_words
@@ -19,8 +19,6 @@ from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTra
 
 log = logging.getLogger(__name__)
 
-# Answer token limits per task (short answers; summaries run long).
-ANSWER_TOKENS = {"qa": 32, "multihop": 32, "choice": 8, "summary": 400}
 # Room kept free in the window beyond prompt and answer: chat-template tokens and rounding.
 WINDOW_MARGIN = 64
 
@@ -96,7 +94,7 @@ def select_within_budget(
 def check_fits(llm: LLM, *, budget: int, task: str, question: str, max_tokens: int) -> None:
     """Refuse a budget that cannot fit the model's window with the prompt and the answer."""
     overhead = llm.count_tokens(build_prompt(task, "rationale", question=question, context="",
-                                             choices=["x"] if task == "choice" else None))
+                                             choices=["x"] if task_kind(task) == "choice" else None))
     need = budget + overhead + max_tokens + WINDOW_MARGIN
     if need > llm.context_window:
         raise ConfigError(
@@ -171,7 +169,9 @@ def generate_answer(
     prompt = build_prompt(task, variant, question=question, context=context, choices=choices)
     keep = len(prompt_prefix(task, context)) if keep_document else 0
     completion, trace = timed_call(llm, prompt, stage=stage, max_tokens=max_tokens, keep_prefix=keep)
-    answer = clean_answer(completion.text, first_line=task != "summary")
+    answer = clean_answer(completion.text, first_line=TASKS[task].first_line)
+    if choices:  # the option's own text, not its letter
+        answer = chosen_option(answer, choices) or answer
     if not answer:
         log.warning("%s returned an empty answer", llm.name)
     trace.n_in = len(chunks)

@@ -18,9 +18,9 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question, timed_call
+from ragfunnel.methods.base import Generation, as_prediction, check_question, timed_call
 from ragfunnel.methods.demonstrations import Demonstration, check_shots, load_demonstrations
-from ragfunnel.prompts import clean_answer
+from ragfunnel.prompts import answer_tokens, clean_answer
 from ragfunnel.prompts.self_ask import Shot, display_order, drag_prompt
 from ragfunnel.prompts.templates import TASKS, check_task
 from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, StageTrace
@@ -89,7 +89,7 @@ class DRAG:
     ):
         self.options = check_options(index, documents, shots, demonstrations, task)
         self.strong = strong
-        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.max_tokens = max_tokens or answer_tokens(task)
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
 
     def shots(self) -> list[Shot]:

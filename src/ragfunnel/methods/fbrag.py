@@ -21,7 +21,6 @@ from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
-    ANSWER_TOKENS,
     WINDOW_MARGIN,
     as_prediction,
     check_budget,
@@ -34,15 +33,18 @@ from ragfunnel.methods.base import (
     select_within_budget,
     total_tokens,
 )
-from ragfunnel.prompts import build_prompt, check_task, parse_sample, prompt_prefix
+from ragfunnel.prompts import answer_tokens, build_prompt, check_task, parse_sample, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
-from ragfunnel.retrieve.fusion import forward_backward_scores
+from ragfunnel.retrieve.fusion import FUSIONS, forward_backward_scores
 from ragfunnel.types import Prediction, ScoredChunk, StageTrace
 
 log = logging.getLogger(__name__)
 
-# Extra tokens a draft gets on top of the task's answer limit, for its rationale (as in the paper).
+# Extra tokens a draft gets on top of its answer, for its rationale (as in the paper).
 RATIONALE_TOKENS = 64
+# A draft's answer only has to name what the chunks are scored by: long-answer tasks (summaries, 512
+# tokens in LongBench) draft at most this many answer tokens.
+DRAFT_ANSWER_TOKENS = 128
 # What Stage II drafts from: Stage I's selection, the whole document, or ("warm") the whole document
 # when the light model already holds its state or reading it whole costs about as much as the selection.
 DRAFT_FROM = ("warm", "selection", "document")
@@ -83,12 +85,15 @@ class FBRAG:
         sample_max_tokens: int | None = None,
         seed: int = 0,
         draft_from: str = "warm",
+        fusion: str = "normalized",
     ):
         if not 1 <= samples <= MAX_SAMPLES:
             raise ConfigError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
         if min(eta_forward, eta_backward) < 0 or eta_forward + eta_backward == 0:
             raise ConfigError(f"eta weights must be >= 0 and not both 0, got forward={eta_forward}, "
                               f"backward={eta_backward}")
+        if fusion not in FUSIONS:
+            raise ConfigError(f"unknown fusion {fusion!r}; valid: {', '.join(FUSIONS)}")
         if draft_from not in DRAFT_FROM:
             raise ConfigError(f"unknown draft_from {draft_from!r}; valid: {', '.join(DRAFT_FROM)}")
         if budget < 1:
@@ -104,16 +109,20 @@ class FBRAG:
         self.samples = samples
         self.eta_forward, self.eta_backward = eta_forward, eta_backward
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
-        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
-        self.sample_max_tokens = sample_max_tokens or self.max_tokens + RATIONALE_TOKENS
+        self.max_tokens = max_tokens or answer_tokens(task)
+        self.sample_max_tokens = sample_max_tokens or min(self.max_tokens, DRAFT_ANSWER_TOKENS) + RATIONALE_TOKENS
         self.seed = seed
         self.draft_from = draft_from
+        self.fusion = fusion
+        # A summary is descriptive already: its drafts are plain answers (as the paper does for QMSum).
+        self.draft_variant = "plain" if task_kind(task) == "summary" else "rationale"
         if eta_backward == 0:
             self.name = "fb-f"
 
     def document_fits(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> bool:
         """Whether the light model's window holds a draft prompt over the whole document."""
-        need = (light.count_tokens(build_prompt(self.task, "rationale", question=question, context=join_chunks(chunks),
+        need = (light.count_tokens(build_prompt(self.task, self.draft_variant, question=question,
+                                                context=join_chunks(chunks),
                                                 choices=choices))
                 + self.sample_max_tokens + WINDOW_MARGIN)
         return need <= light.context_window
@@ -165,7 +174,7 @@ class FBRAG:
         source = self.draft_source(light, chunks, question=question, choices=choices)
         read = chunks if source == "document" else [sc.chunk for sc in recall]
         context = join_chunks(read)
-        prompt = build_prompt(self.task, "rationale", question=question, context=context, choices=choices)
+        prompt = build_prompt(self.task, self.draft_variant, question=question, context=context, choices=choices)
         keep = len(prompt_prefix(self.task, context)) if source == "document" else 0
         drafts = light.generate([prompt], n=self.samples, max_tokens=self.sample_max_tokens,
                                 temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
@@ -173,7 +182,7 @@ class FBRAG:
         samples = [parse_sample(d.text) for d in drafts]
         forward = index.score([f"{s.rationale} {s.answer}" for s in samples])
         fused = forward_backward_scores(backward, forward, eta_backward=self.eta_backward,
-                                        eta_forward=self.eta_forward)
+                                        eta_forward=self.eta_forward, fusion=self.fusion)
         signal = "drafts"
         if not fused.any():  # drafts share no term with the context: fall back to the question
             fused, signal = backward, "question (drafts matched no chunk)"
@@ -186,8 +195,8 @@ class FBRAG:
             n_in=len(read),
             n_out=len(samples),
             detail={"model": light.name, "weights": light.fingerprint, "samples": self.samples,
-                    "eta_forward": self.eta_forward,
-                    "eta_backward": self.eta_backward, "scored_by": signal, "drafted_from": source,
+                    "eta_forward": self.eta_forward, "eta_backward": self.eta_backward, "fusion": self.fusion,
+                    "scored_by": signal, "drafted_from": source,
                     "without_answer": sum(1 for s in samples if not s.answer),
                     "cached": all(d.cached for d in drafts),
                     **prefix_detail(light, drafts[0], keep)},

@@ -8,8 +8,8 @@ from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import ANSWER_TOKENS, as_prediction, check_question, generate_answer
-from ragfunnel.prompts import check_task
+from ragfunnel.methods.base import as_prediction, check_question, generate_answer
+from ragfunnel.prompts import answer_tokens, check_task
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ranker
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
@@ -36,7 +36,7 @@ class FunnelRAG:
         self.index = index if isinstance(index, CorpusIndex) else CorpusIndex(index)
         self.strong = strong
         self.task = check_task(task)
-        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.max_tokens = max_tokens or answer_tokens(task)
         self.retriever = FunnelRetriever(
             self.index,
             pre_ranker=(load_pre_ranker(pre_ranker, stored=self.index.document_vectors) if isinstance(pre_ranker, str)

@@ -22,9 +22,10 @@ from ragfunnel.errors import ConfigError
 from ragfunnel.eval.metrics import normalize_answer
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import ANSWER_TOKENS, Generation, as_prediction, check_question, timed_call
+from ragfunnel.methods.base import Generation, as_prediction, check_question, timed_call
 from ragfunnel.methods.demonstrations import Demonstration, SelfAskStep
 from ragfunnel.methods.drag import as_chunks, check_options, refuse_choices
+from ragfunnel.prompts import answer_tokens
 from ragfunnel.prompts.self_ask import (
     FINAL_GRAMMAR,
     INTERMEDIATE_GRAMMAR,
@@ -172,7 +173,7 @@ class IterDRAG:
         """Ask for the final answer outright: the prompt ends with the final-answer prefix."""
         prompt = iterdrag_prompt(question, context, shots, [FollowUp(s.follow_up, s.answer) for s in steps],
                                  force_final=True)
-        completion, stage = timed_call(llm, prompt, stage="final", max_tokens=ANSWER_TOKENS[self.options.task],
+        completion, stage = timed_call(llm, prompt, stage="final", max_tokens=answer_tokens(self.options.task),
                                        grammar=FINAL_GRAMMAR)
         answer = parse_final(completion.text)
         stage.n_in = len(context)

@@ -9,13 +9,12 @@ import time
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
-    ANSWER_TOKENS,
     WINDOW_MARGIN,
     as_prediction,
     check_question,
     generate_answer,
 )
-from ragfunnel.prompts import build_prompt, check_task
+from ragfunnel.prompts import answer_tokens, build_prompt, check_task
 from ragfunnel.text import check_context
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
@@ -51,7 +50,7 @@ class LongContext:
     def __init__(self, *, strong: str | LLM = DEFAULT_STRONG, task: str = "qa", max_tokens: int | None = None):
         self.strong = strong
         self.task = check_task(task)
-        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.max_tokens = max_tokens or answer_tokens(task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         started = time.perf_counter()

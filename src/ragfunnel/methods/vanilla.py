@@ -5,14 +5,13 @@ from __future__ import annotations
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
-    ANSWER_TOKENS,
     as_prediction,
     check_fits,
     generate_answer,
     prepare,
     retrieve_by_query,
 )
-from ragfunnel.prompts import check_task
+from ragfunnel.prompts import answer_tokens, check_task
 from ragfunnel.types import Prediction
 
 
@@ -35,7 +34,7 @@ class VanillaRAG:
         self.task = check_task(task)
         self.budget = budget
         self.chunk_words = chunk_words
-        self.max_tokens = max_tokens or ANSWER_TOKENS[task]
+        self.max_tokens = max_tokens or answer_tokens(task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, chunks = prepare(question, context, words=self.chunk_words)

@@ -43,3 +43,35 @@ def clean_answer(text: str, *, first_line: bool = True) -> str:
 def is_unanswerable(answer: str) -> bool:
     """Whether a reply declines to answer (Self-Route's signal to fall back to the full context)."""
     return "unanswerable" in answer.lower()
+
+
+# Where a reply names its option, most explicit first: "the answer is (C)", "(C)", a bare letter that is not
+# the English word "A" or "I" starting a sentence ("A good guess is B" names B).
+_NAMED_LETTER = (
+    re.compile(r"\b(?:answer|option|choice)\s*(?:is|:)?\s*\(?([A-Z])\b", re.IGNORECASE),
+    re.compile(r"\(([A-Z])\)"),
+    re.compile(r"\b([A-Z])\b(?!\s+[a-z])"),
+)
+
+
+def _normal(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def option_index(reply: str, choices: list[str]) -> int | None:
+    """Which of ``choices`` a reply picks: the option whose text it is, else the letter it names; None if neither."""
+    same = [i for i, c in enumerate(choices) if _normal(c) == _normal(reply)]
+    if len(same) == 1:
+        return same[0]
+    letters = [chr(ord("A") + i) for i in range(len(choices))]
+    for pattern in _NAMED_LETTER:
+        for m in pattern.finditer(reply.strip()):
+            if (letter := m.group(1).upper()) in letters:
+                return letters.index(letter)
+    return None
+
+
+def chosen_option(reply: str, choices: list[str]) -> str | None:
+    """The text of the option a reply picks (see :func:`option_index`)."""
+    i = option_index(reply, choices)
+    return None if i is None else choices[i]

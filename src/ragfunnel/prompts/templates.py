@@ -13,55 +13,50 @@ question about it, in any variant, from the kept state of that prefix.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ragfunnel.errors import ConfigError
+from ragfunnel.prompts.longbench import LONGBENCH_TASKS
+from ragfunnel.prompts.task import TaskPrompt
 
-
-@dataclass(frozen=True)
-class TaskPrompt:
-    task: str
-    intro: str  # what the reader is given and must do
-    text_label: str  # heading above the context
-    ask: str  # restated next to the question
-    style: str  # how short the answer should be
-
-
-TASKS: dict[str, TaskPrompt] = {
-    t.task: t
-    for t in [
-        TaskPrompt(
-            task="qa",
-            intro="You will read a long text and then answer a question about it.",
-            text_label="Text",
-            ask="Using only the text above, answer the question.",
-            style="Reply with the shortest phrase that answers it and nothing else.",
-        ),
-        TaskPrompt(
-            task="multihop",
-            intro="You will read several passages and then answer a question; the answer may need "
-            "facts from more than one passage.",
-            text_label="Passages",
-            ask="Using only the passages above, answer the question.",
-            style="Reply with the shortest phrase that answers it and nothing else.",
-        ),
-        TaskPrompt(
-            task="summary",
-            intro="You will read a long text, such as a meeting transcript, and then write a summary "
-            "that responds to a query about it.",
-            text_label="Text",
-            ask="Using only the text above, write a summary that responds to the query.",
-            style="Write a few plain sentences.",
-        ),
-        TaskPrompt(
-            task="choice",
-            intro="You will read a long text and then choose the option that answers a question about it.",
-            text_label="Text",
-            ask="Using only the text above, choose the correct option.",
-            style="Reply with the letter of the correct option and nothing else.",
-        ),
-    ]
-}
+_GENERIC = [
+    TaskPrompt(
+        task="qa",
+        intro="You will read a long text and then answer a question about it.",
+        text_label="Text",
+        ask="Using only the text above, answer the question.",
+        style="Reply with the shortest phrase that answers it and nothing else.",
+    ),
+    TaskPrompt(
+        task="multihop",
+        intro="You will read several passages and then answer a question; the answer may need "
+        "facts from more than one passage.",
+        text_label="Passages",
+        ask="Using only the passages above, answer the question.",
+        style="Reply with the shortest phrase that answers it and nothing else.",
+    ),
+    TaskPrompt(
+        task="summary",
+        intro="You will read a long text, such as a meeting transcript, and then write a summary "
+        "that responds to a query about it.",
+        text_label="Text",
+        ask="Using only the text above, write a summary that responds to the query.",
+        style="Write a few plain sentences.",
+        kind="summary",
+        answer_tokens=400,
+        first_line=False,
+        question_label="Query",
+    ),
+    TaskPrompt(
+        task="choice",
+        intro="You will read a long text and then choose the option that answers a question about it.",
+        text_label="Text",
+        ask="Using only the text above, choose the correct option.",
+        style="Reply with the letter of the correct option and nothing else.",
+        kind="choice",
+        answer_tokens=8,
+    ),
+]
+# The generic tasks first (``--task`` lists them first), then LongBench's per-dataset ones.
+TASKS: dict[str, TaskPrompt] = {t.task: t for t in _GENERIC} | LONGBENCH_TASKS
 
 VARIANTS = ("plain", "unanswerable", "rationale")
 
@@ -75,8 +70,20 @@ _CUE = {"plain": "Answer:", "unanswerable": "Answer:", "rationale": "Rationale:"
 
 def check_task(task: str) -> str:
     if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}")
+        generic = ", ".join(t.task for t in _GENERIC)
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {generic}, or longbench/<dataset> "
+                          f"({', '.join(n.removeprefix('longbench/') for n in LONGBENCH_TASKS)})")
     return task
+
+
+def answer_tokens(task: str) -> int:
+    """The final answer's token limit for ``task``."""
+    return TASKS[check_task(task)].answer_tokens
+
+
+def task_kind(task: str) -> str:
+    """How ``task``'s answers are shaped and scored: qa, summary or choice."""
+    return TASKS[check_task(task)].kind
 
 
 def option_letters(choices: list[str]) -> list[str]:
@@ -98,19 +105,17 @@ def build_prompt(
     choices: list[str] | None = None,
 ) -> str:
     """The user message for ``task`` in ``variant`` over ``context``."""
-    check_task(task)
+    t = TASKS[check_task(task)]
     if variant not in VARIANTS:
         raise ConfigError(f"unknown prompt variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
     if choices is not None and (isinstance(choices, str) or not all(isinstance(c, str) for c in choices)):
         raise ConfigError(f"choices must be a list of option strings, got {choices!r}; pass --choice once per option")
-    if task == "choice" and not choices:
+    if t.kind == "choice" and not choices:
         raise ConfigError("the choice task needs its options: pass --choice once per option "
                           "(choices=[...] in Python)")
-    t = TASKS[task]
     # What to do comes after the text, beside the question, so the text's prefix is shared.
     instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE}[variant]
-    label = "Query" if task == "summary" else "Question"
-    lines = [f"{t.ask} {instruction}", f"{label}: {question.strip()}"]
+    lines = [f"{t.ask} {instruction}", f"{t.question_label}: {question.strip()}"]
     if choices:
         lines += [f"{letter}. {c}" for letter, c in zip(option_letters(choices), choices, strict=True)]
     lines.append(_CUE[variant])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragfunnel.errors import ConfigError
+
 
 def max_normalize(scores: np.ndarray) -> np.ndarray:
     """Scale each row of non-negative scores so its maximum is 1 (all-zero rows stay zero).
@@ -17,16 +19,26 @@ def max_normalize(scores: np.ndarray) -> np.ndarray:
     return np.divide(scores, peak, out=np.zeros_like(scores), where=peak > 0)
 
 
-def forward_backward_scores(
-    backward: np.ndarray, forward: np.ndarray, *, eta_backward: float, eta_forward: float
-) -> np.ndarray:
-    """FB-RAG's chunk score: η_B·S(c; q) + η_F·max_k S(c; r_k + a_k), each query max-normalised.
+FUSIONS = ("normalized", "raw")
 
-    ``backward`` has shape (n_chunks,), ``forward`` (n_samples, n_chunks). Taking the
-    maximum over samples keeps a chunk high if any single draft leaned on it.
+
+def forward_backward_scores(
+    backward: np.ndarray, forward: np.ndarray, *, eta_backward: float, eta_forward: float,
+    fusion: str = "normalized",
+) -> np.ndarray:
+    """FB-RAG's chunk score: η_B·S(c; q) + η_F·max_k S(c; r_k + a_k).
+
+    ``backward`` has shape (n_chunks,), ``forward`` (n_samples, n_chunks). Taking the maximum over
+    samples keeps a chunk high if any single draft leaned on it. ``fusion="raw"`` is the paper's
+    Eq. 5 on the scores as they are; ``"normalized"`` first divides each query's scores by their
+    maximum (question and every draft alike), so a long draft's larger BM25 scale neither drowns
+    the question nor the other drafts.
     """
-    back = max_normalize(backward)[0]
-    fwd = max_normalize(forward).max(axis=0) if len(forward) else np.zeros_like(back)
+    if fusion not in FUSIONS:
+        raise ConfigError(f"unknown fusion {fusion!r}; valid: {', '.join(FUSIONS)}")
+    scale = max_normalize if fusion == "normalized" else np.atleast_2d
+    back = scale(np.asarray(backward, dtype=np.float64))[0]
+    fwd = scale(np.asarray(forward, dtype=np.float64)).max(axis=0) if len(forward) else np.zeros_like(back)
     return eta_backward * back + eta_forward * fwd
 
 

@@ -1,0 +1,160 @@
+"""FB-RAG on LongBench: LC, OP-RAG, FB-RAG (F and FB) and auto, scored exactly as LongBench scores.
+
+Every LongBench-format JSONL file given is one dataset (its rows' ``dataset`` field picks the
+prompt, the answer limit and the metric: ``ragfunnel eval --format longbench --metric-profile
+longbench`` does the same). Default: the real documents in
+``../shared/data/longbench_minilongbench_dev`` (qasper, multifieldqa_en, narrativeqa up to 36k
+words, qmsum). Examples are taken round-robin over the files, ``--step`` per file at a time, so a
+run stopped early still covers every dataset; each file is its own resumable run directory.
+
+Methods (chunks of 300 words as in the paper, final context 1.5k tokens, K=5 drafts):
+
+``lc``      the whole document (cut in the middle beyond the 1.5B model's 32k window)
+``op``      OP-RAG, 1.5k
+``fb``      FB-RAG (η_B = η_F = 0.5), Stage I 3k -> 1.5k (ragfunnel's defaults)
+``fb-f``    FB-RAG forward only (the paper's Ours-F), 3k -> 1.5k
+``auto``    ragfunnel's default: LC or FB by predicted latency
+``fb-raw``  FB with the paper's Eq. 5 as written (raw BM25 scores, no per-query normalisation)
+``fb-6k``   FB with the paper's Stage I of 6k -> 1.5k
+
+With the call cache on (the default), methods that repeat another's LLM call (fb-f's and fb-raw's
+drafts are fb's; auto runs lc or fb) are served from it, so their seconds are not their cost:
+the table gives seconds only for methods whose every call ran. The paper's numbers
+(Llama-3.1-70B answering, 8B drafting; FB-RAG Table 1) are printed beside for reference.
+
+    .venv/bin/python benchmarks/longbench.py --out benchmarks/results/longbench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+from datetime import date
+from pathlib import Path
+
+from ragfunnel import __version__
+from ragfunnel.eval.datasets import load_dataset
+from ragfunnel.eval.report import write_report
+from ragfunnel.eval.runner import EvalRow, load_eval, run_eval
+from ragfunnel.journal import VERSION_KEY
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.llm.fingerprint import sha256_of_file
+from ragfunnel.llm.registry import model_identity
+from ragfunnel.methods import make_method, options_of
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "longbench_minilongbench_dev"
+FILES = ["narrativeqa.jsonl", "qasper.jsonl", "multifieldqa_en.jsonl", "qmsum.jsonl"]
+BASE = {"chunk_words": 300, "budget": 1500, "samples": 5}
+METHODS = {
+    "lc": ("lc", {}),
+    "op": ("op", {}),
+    "fb": ("fb", {"stage1_budget": 3000}),
+    "fb-f": ("fb-f", {"stage1_budget": 3000}),
+    "auto": ("auto", {"stage1_budget": 3000}),
+    "fb-raw": ("fb", {"stage1_budget": 3000, "fusion": "raw"}),
+    "fb-6k": ("fb", {"stage1_budget": 6000}),
+}
+# Methods whose LLM calls repeat none of an earlier method's, in the order run: their seconds are real.
+COLD = ("lc", "op", "fb", "fb-6k")
+COLUMNS = ["narrativeqa", "qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "musique", "qmsum"]
+SHORT = {"narrativeqa": "Narr", "qasper": "Qasp", "multifieldqa_en": "Mult", "hotpotqa": "Hotp",
+         "2wikimqa": "2Wiki", "musique": "Musi", "qmsum": "QMSum"}
+# FB-RAG paper, Table 1 (Llama3.1-70B-Instruct answers; Ours-* draft with Llama3.1-8B-Instruct).
+PAPER = {
+    "LC (70B)": [33.42, 50.96, 55.63, 64.4, 67.18, 48.68, 24.68],
+    "OP 1.5k": [23.89, 49.31, 54.8, 61.11, 59.06, 37.94, 24.26],
+    "Ours-FB 6k->1.5k": [30.29, 51.38, 56.22, 68.76, 63.27, 50.92, 24.68],
+    "Ours-F 6k->1.5k": [28.62, 51.29, 55.53, 66.99, 65.1, 52.93, 25.07],
+    "OP 3k": [26.62, 50.71, 56.78, 66.28, 64.8, 45.91, 25.11],
+    "Ours-FB 6k->3k": [33.22, 50.99, 55.99, 66.29, 67.42, 53.13, 24.56],
+    "Ours-F 6k->3k": [32.41, 51.05, 56.12, 66.79, 67.95, 53.7, 24.17],
+}
+
+
+def build_methods(task: str, names: list[str]) -> tuple[dict, dict]:
+    methods, received = {}, {}
+    for name in names:
+        kind, extra = METHODS[name]
+        options = {"task": task, **{k: v for k, v in (BASE | extra).items() if k in options_of(kind)}}
+        methods[name], received[name] = make_method(kind, **options), {"method": kind, **options}
+    return methods, received
+
+
+def run_file(path: Path, names: list[str], out: Path, examples: list) -> None:
+    """Run ``names`` on ``examples`` of ``path`` (a resume: finished pairs are skipped)."""
+    task = examples[0].task
+    methods, received = build_methods(task, names)
+    config = {"dataset": str(path.resolve()), "dataset_sha256": sha256_of_file(path), "format": "longbench",
+              "task": task, "metric_profile": "longbench", "method_options": received, VERSION_KEY: __version__,
+              "models": {spec: model_identity(spec) for spec in (DEFAULT_LIGHT, DEFAULT_STRONG)}}
+    run_eval(examples, methods, out / path.stem, config=config, metric_profile="longbench")
+
+
+def dataset_of(run_dir: Path) -> str:
+    return load_eval(run_dir).config["task"].removeprefix("longbench/")
+
+
+def table(run_dirs: list[Path], names: list[str]) -> tuple[str, dict]:
+    """Paper-style table over the examples every method finished (paired), with the paper's rows beside."""
+    rows: dict[str, dict[str, list[EvalRow]]] = {}
+    for d in run_dirs:
+        done = [r for r in load_eval(d).rows if r.error is None]
+        ids = set.intersection(*({r.example_id for r in done if r.method == m} for m in names)) if done else set()
+        rows[dataset_of(d)] = {m: sorted((r for r in done if r.method == m and r.example_id in ids),
+                                         key=lambda r: r.example_id) for m in names}
+    ours = [c for c in COLUMNS if c in rows]
+    results: dict = {}
+    lines = ["| method | Avg (our datasets) | " + " | ".join(SHORT.get(c, c) for c in COLUMNS) + " | mean s |",
+             "|---" * (len(COLUMNS) + 3) + "|"]
+    for m in names:
+        scores = {c: 100 * statistics.fmean(r.metrics["longbench"] for r in rows[c][m]) for c in ours if rows[c][m]}
+        n = {c: len(rows[c][m]) for c in ours}
+        seconds = [r.seconds for c in ours for r in rows[c][m]]
+        secs = f"{statistics.fmean(seconds):.1f}" if m in COLD and seconds else "(shared calls)"
+        avg = statistics.fmean(scores.values()) if len(scores) == len(ours) and scores else None
+        cells = [f"{scores[c]:.2f} (n={n[c]})" if c in scores else "–" for c in COLUMNS]
+        lines.append(f"| ragfunnel {m} | {avg:.2f} | " if avg is not None else f"| ragfunnel {m} | – | ")
+        lines[-1] += " | ".join(cells) + f" | {secs} |"
+        results[m] = {"scores": scores, "n": n, "average": avg,
+                      "seconds_mean": statistics.fmean(seconds) if seconds else None,
+                      "seconds_real": m in COLD}
+    for label, values in PAPER.items():
+        paper = dict(zip(COLUMNS, values, strict=True))
+        avg = statistics.fmean(paper[c] for c in ours) if ours else None
+        lines.append(f"| paper {label} | {avg:.2f} | " + " | ".join(f"{v:.2f}" for v in values) + " | |")
+    return "\n".join(lines), results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="*", type=Path, help="LongBench-format JSONL files [default: the shared set]")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated: " + ", ".join(METHODS))
+    parser.add_argument("--per-dataset", type=int, default=None, help="at most N examples per file")
+    parser.add_argument("--step", type=int, default=1, help="examples per file per round")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/longbench"))
+    args = parser.parse_args()
+    files = args.files or [DATA / f for f in FILES]
+    if missing := [f for f in files if not f.exists()]:
+        parser.error(f"{missing[0]} not found (the default set lives in {DATA})")
+    names = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if unknown := [m for m in names if m not in METHODS]:
+        parser.error(f"unknown method {unknown[0]}; valid: {', '.join(METHODS)}")
+    data = {f: load_dataset(f, format="longbench").examples[: args.per_dataset] for f in files}
+    for upto in range(args.step, max(map(len, data.values())) + args.step, args.step):
+        for f, examples in data.items():  # round-robin, so a run stopped early still covers every file
+            if upto - args.step < len(examples):
+                run_file(f, names, args.out, examples[:upto])
+    run_dirs = [args.out / f.stem for f in files if (args.out / f.stem / "rows.jsonl").exists()]
+    write_report(run_dirs, args.out / "report", metric="longbench")
+    text, results = table(run_dirs, names)
+    summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {platform.python_version()}",
+               "ragfunnel": __version__, "settings": {**BASE, "methods": {m: METHODS[m] for m in names}},
+               "results": results, "paper_table1": PAPER}
+    (args.out / "longbench.json").write_text(json.dumps(summary, indent=2))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
