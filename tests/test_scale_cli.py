@@ -191,3 +191,77 @@ def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path):
         tiny = CliRunner().invoke(scale, [*args[:5], str(tmp_path / "run2"), "--budgets", "5", *args[8:]])
     assert tiny.exit_code == 1
     assert "a budget of 5 tokens is smaller than any configuration; the smallest that fits is" in tiny.output
+
+
+def test_fit_with_dataset_normalisation_records_it_and_draws_no_metric_plot(tmp_path):
+    runs = [write_run(tmp_path / name, DRAG_GRID) for name in ("a", "b")]
+    out = tmp_path / "fit.json"
+    result = CliRunner().invoke(scale, ["fit", *map(str, runs), "--metric", "f1", "--normalize", "dataset",
+                                        "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "40 points over 2 task(s)" in result.stdout and "σ⁻¹ space: R² " in result.stdout
+    assert f"fitted to z-scores of f1 per dataset: {runs[0]} mean " in result.stdout
+    assert "the predicted-vs-actual plot is drawn for --normalize none only" in result.output
+    fit = json.loads(out.read_text())
+    assert fit["normalize"] == "dataset" and [d["name"] for d in fit["datasets"]] == [str(r) for r in runs]
+    assert fit["sigmoid"]["lower"] < -1 < 1 < fit["sigmoid"]["upper"]  # z-scores of 20 points reach past ±1
+    assert not list(tmp_path.glob("*.png"))
+    plan_out = CliRunner().invoke(plan, ["--budget", "1k", "--fit", str(out), "--task", str(runs[0])])
+    assert plan_out.exit_code == 0, plan_out.output
+    assert plan_out.stdout.startswith("drag k=2 m=2 n=1: predicted f1 z-score +")  # a rank, not a metric
+
+
+def test_plan_with_unrun_proposes_a_configuration_never_run(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
+    run = write_run(tmp_path / "run", [c for c in DRAG_GRID if c != Config("drag", 2, 2)])
+    out = tmp_path / "fit.json"
+    assert CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1", "--out", str(out)]).exit_code == 0
+    args = ["--budget", "1k", "--fit", str(out), "--task", str(run)]
+    # Measured only (the default): drag k=2 m=1, 550 tokens, F1 σ(0.4 ln 2.01 + 0.15 ln 1.01 − 1) = 0.3276.
+    measured = CliRunner().invoke(plan, args)
+    assert measured.exit_code == 0, measured.output
+    assert measured.stdout == ("drag k=2 m=1 n=1: predicted f1 0.328 at ~550 tokens (measured on the task); "
+                               "11 of 19 candidates fit 1k\n")
+    # With --unrun, drag k=2 m=2 (0.3507) comes back; its 800 tokens are estimated from the run's per-unit
+    # costs, 100 + 100 k (m + 1) + 50 m, which the run's configurations follow exactly.
+    space = ["--unrun", "--documents", "0,1,2,5,10", "--shots", "0,1,2,4"]
+    unrun = CliRunner().invoke(plan, [*args, *space, "--top", "2"])
+    assert unrun.exit_code == 0, unrun.output
+    assert unrun.stdout.splitlines() == [
+        "drag k=2 m=2 n=1: predicted f1 0.351 at ~800 tokens (never run; tokens estimated from the task's unit "
+        "costs); 12 of 20 candidates fit 1k",
+        "drag k=2 m=1 n=1: predicted f1 0.328 at ~550 tokens (measured on the task)"]
+    as_json = json.loads(CliRunner().invoke(scale, ["plan", *args, *space, "--json", "--top", "2"]).stdout)
+    assert (as_json["documents"], as_json["shots"], as_json["never_run"], as_json["ran_on"]) == (2, 2, True, None)
+    assert as_json["tokens_from"] == "costs" and as_json["estimated_tokens"] == 800 and as_json["unit"] == "f1"
+    assert as_json["token_costs"]["drag"]["per_document"] == pytest.approx(100)
+    assert [(p["shots"], p["never_run"]) for p in as_json["proposals"]] == [(2, True), (1, False)]
+    alone = CliRunner().invoke(plan, [*args, "--shots", "1,2"])
+    assert alone.exit_code == 1
+    assert alone.output == ("error: --shots only apply with --unrun (they choose the configurations it proposes); "
+                            "add --unrun\n")
+
+
+def test_loo_holds_out_each_run_and_compares_with_the_oracle_and_baseline(tmp_path):
+    runs = [str(write_run(tmp_path / name, DRAG_GRID)) for name in ("a", "b", "c")]
+    out = tmp_path / "loo" / "loo.json"
+    result = CliRunner().invoke(scale, ["loo", *runs, "--metric", "f1", "--normalize", "none", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    # The budgets are the runs' (1k, 4k). Within 1k the best is drag k=2 m=2 (F1 0.351); the baseline, DRAG with
+    # the most shots up to 8 the runs have (m=4), fits 1 document (800 tokens, 0.313). Within 4k: drag k=10 m=2
+    # (3,200 tokens, σ(0.4 ln 10.01 + 0.15 ln 2.01 − 1) = 0.507) and the baseline k=5 m=4 (2,800, 0.463).
+    lines = result.stdout.splitlines()
+    assert f"| {runs[0]} | 1k | drag (1,4,1) | 0.313 | drag (2,2,1) | 0.351 | drag (2,2,1) | 0.351 |" in lines
+    assert f"| {runs[2]} | 4k | drag (5,4,1) | 0.463 | drag (10,2,1) | 0.507 | drag (10,2,1) | 0.507 |" in lines
+    assert "model's choice 0.429 = 100.0% of the oracle's 0.429 over 6 (dataset, budget) cells; as good as the " \
+           "oracle in 6" in lines
+    assert "baseline 0.388 vs the model's 0.429 on the 6 cells with a baseline" in lines
+    data = json.loads(out.read_text())
+    assert data["normalize"] == "none" and data["summary"]["matches"] == 6
+    assert data["datasets"][1]["fit"]["trained_on"] == [runs[0], runs[2]]
+    as_json = json.loads(CliRunner().invoke(scale, ["loo", *runs, "--metric", "f1", "--json"]).stdout)
+    assert as_json["normalize"] == "dataset" and len(as_json["datasets"]) == 3  # the paper's normalisation by default
+    one = CliRunner().invoke(scale, ["loo", runs[0]])
+    assert one.exit_code == 1
+    assert one.output == (f"error: leave-one-dataset-out needs grid runs of at least 2 datasets, got 1 ({runs[0]}); "
+                          "give the others too\n")

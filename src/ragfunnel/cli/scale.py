@@ -1,4 +1,4 @@
-"""``ragfunnel scale grid|summary|fit`` and ``ragfunnel plan``: inference scaling with DRAG and IterDRAG."""
+"""``ragfunnel scale grid|summary|fit|loo|plan`` (``ragfunnel plan`` too): inference scaling with DRAG and IterDRAG."""
 
 from __future__ import annotations
 
@@ -16,15 +16,23 @@ from ragfunnel.journal import FAILED_FILE, check_free, out_file
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations
 from ragfunnel.scaling.allocation import (
+    BASELINE_SHOTS,
+    NORMALIZATIONS,
     Informativeness,
     Observation,
+    PlanChoice,
+    Scored,
+    TokenEstimator,
+    candidate_space,
     fit,
     informativeness,
+    leave_one_dataset_out,
     load_fit,
+    rank,
     save_fit,
     tasks_from_summaries,
+    token_costs,
 )
-from ragfunnel.scaling.allocation import plan as best_within_budget
 from ragfunnel.scaling.grid import (
     DEFAULT_DOCUMENTS,
     DEFAULT_ITERATIONS,
@@ -70,7 +78,8 @@ def _metric_option(command: Callable) -> Callable:
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 def scale() -> None:
     """Inference scaling for corpus RAG: run DRAG/IterDRAG over a grid of θ = (k documents, m demonstrations,
-    n iterations), tabulate the best quality per token budget, and fit the computation allocation model."""
+    n iterations), tabulate the best quality per token budget, fit the computation allocation model, test it
+    leave-one-dataset-out, and plan with it."""
 
 
 def _demonstrations(path: Path | None) -> list[Demonstration]:
@@ -231,36 +240,118 @@ def summary(run_dir: Path, budgets: str | None, metric: str) -> None:
 @scale.command("fit")
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @_metric_option
+@click.option("--normalize", type=click.Choice(NORMALIZATIONS), default="none", show_default=True,
+              help="none: fit the metric itself with the standard logistic, so predictions are metrics; "
+                   "dataset: the paper's z-score of each run's metric and a fitted sigmoid, so runs of different "
+                   "difficulty share the model (predictions are then z-scores, which rank a task's configurations).")
 @click.option("--out", "out", type=click.Path(path_type=Path),
               help=f"Fit file (JSON) [default: RUN_DIR/{FIT_FILE}]; the predicted-vs-actual PNG goes beside it.")
-def fit_command(run_dirs: tuple[Path, ...], metric: str, out: Path | None) -> None:
+def fit_command(run_dirs: tuple[Path, ...], metric: str, normalize: str, out: Path | None) -> None:
     """Fit the computation allocation model σ⁻¹(P) ≈ (a + b⊙i)ᵀ log(θ + 0.01) + c to grid runs.
 
     Each RUN_DIR is a task (a dataset); a, b and c are shared, each task and method (DRAG, IterDRAG)
-    gets its own i from its base configurations (k=0,m=0; k=1,m=0; k=0,m=1). Prints the parameters,
-    R² and MSE, and writes the fit and a predicted-vs-actual plot.
+    gets its own i from its base configurations (k=0,m=0; k=1,m=0; k=0,m=1); a method without them is
+    left out. Prints the parameters, R² and MSE, and writes the fit and (with --normalize none) a
+    predicted-vs-actual plot.
     """
-    from ragfunnel.scaling.plots import plot_predicted_vs_actual
-
     tasks = [t for d in run_dirs for t in tasks_from_summaries(str(d), summarize(load_grid(d).rows), metric)]
-    allocation = fit(tasks, metric=metric)
+    allocation = fit(tasks, metric=metric, normalize=normalize)
     out = out_file(out or run_dirs[0] / FIT_FILE)
     save_fit(allocation, out)
-    plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
     a, b = allocation.a, allocation.b
     click.echo(f"computation allocation model for {metric}, {allocation.n_points} points over {len(tasks)} task(s)")
     click.echo(f"  a = ({a[0]:.4f}, {a[1]:.4f}, {a[2]:.4f})  b = ({b[0]:.4f}, {b[1]:.4f}, 0)  c = {allocation.c:.4f}")
     if allocation.fixed:
         click.echo(f"  held at 0, not identifiable from these runs: {', '.join(allocation.fixed)}")
-    click.echo(f"  logit space: R² {_r2(allocation.r2_logit)}  MSE {allocation.mse_logit:.4f}")
+    if normalize == "dataset":
+        lower, upper = allocation.sigmoid
+        click.echo(f"  σ(x) = {lower:.4f} + {upper - lower:.4f} / (1 + e^-x), fitted to z-scores of {metric} per "
+                   "dataset: " + ", ".join(f"{s.dataset} mean {s.mean:.3f} sd {s.std:.3f}" for s in allocation.scales))
+    space = "logit space" if normalize == "none" else "σ⁻¹ space"
+    click.echo(f"  {space}: R² {_r2(allocation.r2_logit)}  MSE {allocation.mse_logit:.4f}")
     click.echo(f"  {metric}: R² {_r2(allocation.r2_metric)}  MSE {allocation.mse_metric:.4f}")
     for t in tasks:
         click.echo(f"  i of {t.name}: i_doc {t.i.doc:+.3f}  i_shot {t.i.shot:+.3f}")
-    click.echo(f"wrote {out} and {plot}", err=True)
+    if normalize == "none":
+        from ragfunnel.scaling.plots import plot_predicted_vs_actual
+
+        plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
+        click.echo(f"wrote {out} and {plot}", err=True)
+    else:  # the plot puts predict() on the metric's axis, and a z-score is not a metric
+        click.echo(f"wrote {out} (the predicted-vs-actual plot is drawn for --normalize none only)", err=True)
 
 
 def _r2(value: float | None) -> str:
     return "n/a (constant metric)" if value is None else f"{value:.4f}"
+
+
+def _theta(s: Scored | None) -> str:
+    return "-" if s is None else f"{s.config.strategy} ({s.config.documents},{s.config.shots},{s.config.iterations})"
+
+
+@scale.command(short_help="Leave-one-dataset-out test of the allocation model (the paper's Table 3).")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--budgets", help="Token budgets L_max, like 2k,4k,16k [default: those the runs record].")
+@_metric_option
+@click.option("--normalize", type=click.Choice(NORMALIZATIONS), default="dataset", show_default=True,
+              help="dataset: z-score each run's metric and fit a sigmoid, as the paper does; none: fit the metric "
+                   "itself (runs of different difficulty then pull the shared model apart).")
+@click.option("--baseline-shots", type=click.IntRange(min=1), default=BASELINE_SHOTS, show_default=True,
+              help="The baseline is DRAG with this many demonstrations (or the most a run has below it), "
+                   "scaled by documents, as in the paper.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@click.option("--out", "out", type=click.Path(path_type=Path), help="Also write the results (JSON) here.")
+def loo(run_dirs: tuple[Path, ...], budgets: str | None, metric: str, normalize: str, baseline_shots: int,
+        as_json: bool, out: Path | None) -> None:
+    """Hold out each RUN_DIR (a dataset's grid run) in turn: fit the allocation model on the others, take
+    the held-out run's i from its base configurations, and per budget compare the actual score of the
+    configuration the model picks among those the run measured with the best of them (the oracle) and
+    with the fixed-shot baseline."""
+    names = [str(d) for d in run_dirs]
+    if len(set(names)) < len(names):
+        raise ConfigError(f"a run directory is given twice ({', '.join(names)}); give each dataset's run once")
+    runs = {name: load_grid(d) for name, d in zip(names, run_dirs, strict=True)}
+    recorded = {b for r in runs.values() for b in r.config.get("budgets") or []}
+    limits = parse_budgets(budgets) if budgets else sorted(recorded)  # none: leave_one_dataset_out says so
+    result = leave_one_dataset_out({name: summarize(r.rows) for name, r in runs.items()}, limits, metric=metric,
+                                   normalize=normalize, baseline_shots=baseline_shots)
+    if out is not None:
+        out = out_file(out)
+        out.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+        click.echo(f"wrote {out}", err=True)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+        return
+    click.echo(f"Leave one dataset out: {metric}, normalize {normalize}; each row's model is fitted on the other "
+               "runs, its choice is among the held-out run's configurations\n")
+    click.echo(f"| held out | L_max | baseline θ | {metric} | model's θ | {metric} | oracle θ | {metric} |")
+    click.echo("|---|---|---|---|---|---|---|---|")
+    for d in result.datasets:
+        for b in d.budgets:
+            base = "-" if b.baseline is None else f"{b.baseline.metric:.3f}"
+            click.echo(f"| {d.dataset} | {format_tokens(b.budget)} | {_theta(b.baseline)} | {base} | "
+                       f"{_theta(b.chosen)} | {b.chosen.metric:.3f} | {_theta(b.oracle)} | {b.oracle.metric:.3f} |")
+    s = result.summary
+    ratio = "n/a" if s.ratio is None else f"{100 * s.ratio:.1f}%"
+    click.echo(f"\nmodel's choice {s.chosen:.3f} = {ratio} of the oracle's {s.oracle:.3f} over {s.cells} "
+               f"(dataset, budget) cells; as good as the oracle in {s.matches}")
+    if s.baseline is not None:
+        click.echo(f"baseline {s.baseline:.3f} vs the model's {s.chosen_where_baseline:.3f} on the "
+                   f"{s.baseline_cells} cells with a baseline")
+    click.echo("Spearman ρ of predicted vs actual on the held-out configurations: " + ", ".join(
+        f"{d.dataset} {'n/a' if d.rank_correlation is None else f'{d.rank_correlation:+.3f}'}"
+        for d in result.datasets))
+    for d in result.datasets:
+        for note in d.notes:
+            click.echo(f"note: {d.dataset}: {note}", err=True)
+
+
+_UNRUN_HELP = (
+    "Also propose configurations no grid ran, from --documents x --shots x --iterations; their tokens are "
+    "estimated from the task's per-document, per-shot and per-iteration costs (least squares over its measured "
+    "configurations). Off by default: such a pick rests on the model's extrapolation of its log-linear gain and "
+    "on an estimated token count, neither checked on the task; use it to choose what to run next "
+    "(`ragfunnel scale grid`), then plan again.")
 
 
 @click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
@@ -270,41 +361,94 @@ def _r2(value: float | None) -> str:
 @click.option("--task", "task_dir", required=True, type=click.Path(path_type=Path),
               help="Grid run on the target task holding at least its base configurations (k=0,m=0; k=1,m=0; "
                    "k=0,m=1), which give its i.")
+@click.option("--unrun/--no-unrun", "allow_unrun", default=False, show_default=True, help=_UNRUN_HELP)
+@click.option("--documents", default=",".join(map(str, DEFAULT_DOCUMENTS)), show_default=True,
+              help="With --unrun: values of k to propose.")
+@click.option("--shots", default=",".join(map(str, DEFAULT_SHOTS)), show_default=True,
+              help="With --unrun: values of m to propose.")
+@click.option("--iterations", default=",".join(map(str, DEFAULT_ITERATIONS)), show_default=True,
+              help="With --unrun: values of n to propose for IterDRAG.")
+@click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Show the best N proposals.")
 @click.option("--json", "as_json", is_flag=True, help="Print the choice as JSON.")
-def plan(budget: str, fit_path: Path, task_dir: Path, as_json: bool) -> None:
+def plan(budget: str, fit_path: Path, task_dir: Path, allow_unrun: bool, documents: str, shots: str,
+         iterations: str, top: int, as_json: bool) -> None:
     """Print the configuration θ = (k, m, n) the allocation model predicts best within --budget.
 
-    Candidates are the configurations of the fit's grids and of the task's run. A candidate's effective
-    context length is its mean measured on the task, else its mean over the fit's grids.
+    Candidates are the configurations of the task's run and of the fit's grids (and with --unrun, every
+    configuration of the given k, m and n). A candidate's effective context length is its mean measured on
+    the task, else an estimate from the task's per-unit token costs, else its mean over the fit's grids.
+    Proposals the task never ran are marked. Under a fit with --normalize dataset the predictions are
+    z-scores: they rank the candidates but are not metrics.
     """
+    context = click.get_current_context()
+    given = [f"--{name}" for name in ("documents", "shots", "iterations")
+             if context.get_parameter_source(name) != click.core.ParameterSource.DEFAULT]
+    if given and not allow_unrun:
+        raise ConfigError(f"{', '.join(given)} only apply with --unrun (they choose the configurations it proposes); "
+                          "add --unrun")
     limit = parse_budget(budget)
     allocation = load_fit(fit_path)
-    measured = {s.config: s for s in summarize(load_grid(task_dir).rows) if s.effective_tokens is not None}
+    space = (_ints(documents, "--documents"), _ints(shots, "--shots"), _ints(iterations, "--iterations"))
+    summaries = [s for s in summarize(load_grid(task_dir).rows) if s.effective_tokens is not None]
+    measured = {s.config: s.effective_tokens for s in summaries}
     seen: dict[Config, list[float]] = {}
     for t in allocation.tasks:
         for o in t.observations:
             seen.setdefault(o.config, []).append(o.effective_tokens)
-    costs = {c: round(sum(v) / len(v)) for c, v in seen.items()}
-    costs |= {c: round(s.effective_tokens) for c, s in measured.items()}
-    i, lacking = _task_informativeness(list(measured.values()), {c.method for c in costs}, allocation.metric,
+    elsewhere = {c: sum(v) / len(v) for c, v in seen.items()}
+    i, lacking = _task_informativeness(summaries, {c.method for c in [*measured, *elsewhere]}, allocation.metric,
                                        str(task_dir))
-    candidates = [c for c in costs if c.method in i]
     for method, reason in lacking.items():
         click.echo(f"note: {method} candidates left out: {reason}", err=True)
-    choice = best_within_budget(allocation, limit, candidates, costs.__getitem__, i)
-    source = "measured on the task" if choice.config in measured else "from the fit's grids"
+    costs = {}
+    for method in i:
+        try:
+            costs[method] = token_costs([Observation(s.config, s.metric(allocation.metric), s.effective_tokens)
+                                         for s in summaries], method)
+        except ConfigError as e:
+            click.echo(f"note: {method} tokens of configurations the task did not run: {e}", err=True)
+    tokens = TokenEstimator(measured, costs, elsewhere)
+    unrun = candidate_space(i, documents=space[0], shots=space[1], iterations=space[2]) if allow_unrun else []
+    candidates = [c for c in dict.fromkeys([*measured, *elsewhere, *unrun])
+                  if c.method in i and tokens.source(c) is not None]
+    ranked = rank(allocation, limit, candidates, tokens, i, ran=measured)[:top]
     if as_json:
-        c = choice.config
+        proposals = [_proposal_json(p, allocation.unit, tokens.source(p.config), p.config in elsewhere)
+                     for p in ranked]
         click.echo(json.dumps({
-            "strategy": c.strategy, "documents": c.documents, "shots": c.shots, "iterations": c.iterations,
-            "metric": allocation.metric, "predicted": round(choice.predicted, 6), "budget": limit,
-            "estimated_tokens": choice.estimated_tokens, "tokens_from": "task" if choice.config in measured else "fit",
-            "considered": choice.considered, "i": {m: {"doc": v.doc, "shot": v.shot} for m, v in i.items()},
+            **proposals[0], "metric": allocation.metric, "budget": limit, "considered": ranked[0].considered,
+            "normalize": allocation.normalize, "i": {m: {"doc": v.doc, "shot": v.shot} for m, v in i.items()},
+            "token_costs": {m: c.to_json() for m, c in costs.items()}, "proposals": proposals,
         }, indent=2))
         return
-    click.echo(f"{choice.config.label}: predicted {allocation.metric} {choice.predicted:.3f} at ~"
-               f"{format_tokens(choice.estimated_tokens)} tokens ({source}); "
-               f"{choice.considered} of {len(candidates)} candidates fit {format_tokens(limit)}")
+    for n, choice in enumerate(ranked):
+        value = (f"{choice.predicted:.3f}" if allocation.normalize == "none" else f"{choice.predicted:+.3f}")
+        line = (f"{choice.config.label}: predicted {allocation.unit} {value} at ~"
+                f"{format_tokens(choice.estimated_tokens)} tokens "
+                f"({_provenance(tokens.source(choice.config), choice.config in elsewhere)})")
+        if n == 0:
+            line += f"; {choice.considered} of {len(candidates)} candidates fit {format_tokens(limit)}"
+        click.echo(line)
+
+
+scale.add_command(plan)  # `ragfunnel scale plan` is `ragfunnel plan`
+
+
+def _provenance(source: str | None, on_fit_grids: bool) -> str:
+    if source == "task":
+        return "measured on the task"
+    ran = "run on the fit's grids, never on the task" if on_fit_grids else "never run"
+    how = "tokens: its mean on the fit's grids" if source == "fit" else "tokens estimated from the task's unit costs"
+    return f"{ran}; {how}"
+
+
+def _proposal_json(choice: PlanChoice, unit: str, source: str | None, on_fit_grids: bool) -> dict[str, Any]:
+    c = choice.config
+    return {"strategy": c.strategy, "documents": c.documents, "shots": c.shots, "iterations": c.iterations,
+            "predicted": round(choice.predicted, 6), "unit": unit, "estimated_tokens": choice.estimated_tokens,
+            "tokens_from": source, "never_run": choice.never_run,
+            "ran_on": "task" if not choice.never_run else "fit" if on_fit_grids else None}
 
 
 def _task_informativeness(summaries: list[ConfigSummary], methods: set[str], metric: str,
