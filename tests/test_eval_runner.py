@@ -40,6 +40,29 @@ def test_score_by_task():
     assert score(summary, "a b c d") == {"rouge_l": 1.0}
 
 
+def test_metric_profiles_score_as_their_benchmarks_do():
+    yes = Example(id="4", question="Is it?", answers=["no"])
+    assert score(yes, "yes and no") == {"f1": 0.5, "em": 0.0, "accuracy": 1.0}  # ragfunnel: partial credit
+    assert score(yes, "yes and no", "hotpotqa") == {"f1": 0.0, "em": 0.0}  # official: a yes/no must match
+    trec = Example(id="5", question="What is a cat?", answers=["Animal"], task="longbench/trec",
+                   meta={"dataset": "trec", "all_classes": ["Animal", "Definition of something"]})
+    # LongBench keeps the first line only for trec, then gives 1/k for k classes named.
+    assert score(trec, "Animal or Definition of something\nAnimal", "longbench") == {"longbench": 0.5}
+    with pytest.raises(ConfigError, match="names no LongBench dataset"):
+        score(yes, "no", "longbench")
+    with pytest.raises(ConfigError, match="valid profiles: ragfunnel, longbench, hotpotqa"):
+        score(yes, "no", "squad")
+
+
+def test_a_run_with_a_profile_that_cannot_score_its_examples_stops_before_any_model(tmp_path):
+    calls = []
+    llm = FakeLLM(lambda prompt, i: calls.append(prompt) or "Paris")
+    with pytest.raises(ConfigError, match="names no LongBench dataset"):
+        run_eval(examples(2), {"lc": make_method("lc", strong=llm)}, tmp_path, config={}, progress=False,
+                 metric_profile="longbench")
+    assert not calls and not (tmp_path / ROWS_FILE).exists()
+
+
 def test_rows_are_written_and_a_rerun_skips_them(tmp_path):
     first = run_eval(examples(3), methods(), tmp_path, config={"x": 1}, progress=False)
     assert first.written == 6 and all(r.metrics["em"] == 1.0 for r in first.rows)

@@ -153,3 +153,25 @@ def test_api_answer_mirrors_the_cli():
     assert d["answer"] == "Martha Quill" and d["method"] == "op"
     assert {"position", "score", "text"} <= set(d["chunks_used"][0])
     assert [s["name"] for s in d["trace"]["stages"]] == ["retrieve", "generate"]
+
+
+@pytest.mark.parametrize("method, options", [("lc", {}), ("op", {"budget": 25, "chunk_words": 10}),
+                                             ("fb", {"budget": 25, "chunk_words": 10})])
+def test_choice_answers_with_the_options_text_not_its_letter(method, options):
+    llm = FakeLLM(scripted(answer="B", draft="Rationale: the keeper is named. Answer: B"))
+    if method == "fb":
+        options["light"] = llm
+    p = make_method(method, strong=llm, task="choice", **options).run(
+        "Who kept the lamp?", CONTEXT, choices=["Port Ellis", "Martha Quill", "Gull Rock"])
+    assert p.answer == "Martha Quill" and p.raw_output == "B"
+
+
+def test_summary_drafts_are_plain_answers_with_a_capped_length():
+    llm = FakeLLM(lambda prompt, i: "The keeper kept the lamp for thirty years.")
+    fb = make_method("fb", strong=llm, light=llm, task="longbench/qmsum", budget=25, stage1_budget=40,
+                     chunk_words=10)
+    assert fb.sample_max_tokens == 128 + 64 and fb.max_tokens == 512  # LongBench's limit for the answer only
+    p = fb.run("What did the keeper do?", CONTEXT)
+    drafts = [prompt for prompt, *_ in llm.calls[:1]]
+    assert drafts[0].rstrip().endswith("Answer:") and "Rationale" not in drafts[0]
+    assert p.trace.stage("stage2_forward").detail["fusion"] == "normalized"

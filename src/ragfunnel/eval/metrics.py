@@ -20,13 +20,17 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
 
 
-def token_f1(prediction: str, reference: str) -> float:
-    pred, ref = normalize_answer(prediction).split(), normalize_answer(reference).split()
+def overlap_f1(pred: list[str], ref: list[str]) -> float:
+    """F1 of the tokens two token lists share, counted with multiplicity."""
     common = sum((Counter(pred) & Counter(ref)).values())
     if common == 0:
         return 0.0
     precision, recall = common / len(pred), common / len(ref)
     return 2 * precision * recall / (precision + recall)
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    return overlap_f1(normalize_answer(prediction).split(), normalize_answer(reference).split())
 
 
 def exact_match(prediction: str, reference: str) -> float:

@@ -12,11 +12,10 @@ import difflib
 import logging
 import re
 import string
-from collections import Counter
 from functools import lru_cache, partial
 
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
-from ragfunnel.eval.metrics import best_over_references, exact_match, normalize_answer, token_f1
+from ragfunnel.eval.metrics import best_over_references, exact_match, normalize_answer, overlap_f1, token_f1
 
 # The metric eval.py scores each LongBench dataset with.
 LONGBENCH_METRICS: dict[str, str] = {
@@ -119,21 +118,13 @@ _NUMBER = re.compile(r"\d+")
 
 
 def _qa_f1_zh(prediction: str, reference: str) -> float:
-    return _overlap_f1(_zh_tokens(prediction), _zh_tokens(reference))
+    return overlap_f1(_zh_tokens(prediction), _zh_tokens(reference))
 
 
 def _zh_tokens(text: str) -> list[str]:
     """jieba words, each lower-cased with punctuation and whitespace removed; words left empty are dropped."""
     words = ("".join(w.lower().translate(_ZH_PUNCT).split()) for w in _jieba().lcut(text))
     return [w for w in words if w]
-
-
-def _overlap_f1(pred: list[str], ref: list[str]) -> float:
-    common = sum((Counter(pred) & Counter(ref)).values())
-    if common == 0:
-        return 0.0
-    precision, recall = common / len(pred), common / len(ref)
-    return 2 * precision * recall / (precision + recall)
 
 
 def _rouge(prediction: str, reference: str) -> float:
