@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ragfunnel.errors import RagfunnelError
-from ragfunnel.scaling.allocation import BASELINE_SHOTS, NORMALIZATIONS, LeaveOneOut, leave_one_dataset_out
+from ragfunnel.scaling.allocation import NORMALIZATIONS
 from ragfunnel.scaling.grid import METRICS, format_tokens, load_grid, parse_budgets, summarize
+from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, LeaveOneOut, leave_one_dataset_out
 
 RUNS = Path("benchmarks/results/scaling")
 

@@ -116,7 +116,6 @@ from ragfunnel.scaling.allocation import (
     AllocationFit,
     Informativeness,
     fit,
-    plan,
     save_fit,
     tasks_from_summaries,
 )
@@ -137,6 +136,7 @@ from ragfunnel.scaling.grid import (
     summarize,
     within_budget,
 )
+from ragfunnel.scaling.planner import plan
 from ragfunnel.scaling.plots import plot_predicted_vs_actual, plot_quality_vs_context
 from ragfunnel.scaling.sizing import first_call_sizes, method_for
 from ragfunnel.types import Example, Prediction

@@ -15,22 +15,16 @@ from ragfunnel.scaling.allocation import (
     Informativeness,
     Observation,
     Task,
-    TokenCosts,
-    TokenEstimator,
-    candidate_space,
     dataset_scales,
     fit,
     informativeness,
-    leave_one_dataset_out,
     load_fit,
-    plan,
-    rank,
     save_fit,
-    spearman,
     tasks_from_summaries,
-    token_costs,
 )
 from ragfunnel.scaling.grid import Config, ConfigSummary, default_grid
+from ragfunnel.scaling.leave_one_out import leave_one_dataset_out, spearman
+from ragfunnel.scaling.planner import TokenCosts, TokenEstimator, candidate_space, plan, rank, token_costs
 
 A, B, C = (0.30, 0.10, 0.18), (0.8, -0.5), -0.5
 TASK_I = (Informativeness(0.05, 0.30), Informativeness(0.20, 0.10), Informativeness(0.35, 0.20))

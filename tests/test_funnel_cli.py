@@ -5,9 +5,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from ragfunnel import __version__
 from ragfunnel.cli.funnel import funnel
 from ragfunnel.corpus.index import build_index
 from ragfunnel.errors import ConfigError
+from ragfunnel.journal import VERSION_KEY
 from tests.test_distill import FixedCosines, TinyCrossEncoder, fake_models  # noqa: F401 (a fixture)
 from tests.test_funnel import DOCS, WordOverlap
 
@@ -73,7 +75,9 @@ def test_plain_is_passed_through_and_the_model_records_it(distilling):
     assert passed["train_pre_ranker"]["plain"] is True and passed["train_pre_ranker"]["prior_weight"] is None
     rows = [json.loads(line) for line in (out / LABELS_FILE).read_text().splitlines()]
     assert len(rows) == 2 and all(len(r["titles"]) == r["kept"] <= 3 for r in rows)  # no easy negative labelled
-    assert json.loads((out / "distill_labels.config.json").read_text())["easy_negatives"] == 0
+    labels_config = json.loads((out / "distill_labels.config.json").read_text())
+    assert labels_config["easy_negatives"] == 0 and labels_config[VERSION_KEY] == __version__
+    assert json.loads((out / "distill.json").read_text())[VERSION_KEY] == __version__
     assert read_training_log(out).plain is True and not (out / PRIOR_FILE).exists()
     assert FixedCosines.made == 0 and type(load_pre_ranker(out)) is TinyCrossEncoder
 

@@ -1,13 +1,16 @@
-"""`ragfunnel scale fit|summary` and `ragfunnel plan` on grid runs of synthetic rows (no model)."""
+"""`ragfunnel scale fit|summary|grid|demos|loo` and `ragfunnel plan` on grid runs of synthetic rows (no model)."""
 
 import json
 import math
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from ragfunnel import __version__
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.errors import ConfigError
+from ragfunnel.journal import VERSION_KEY
 from ragfunnel.llm import FakeLLM
 from ragfunnel.llm.registry import registered
 from ragfunnel.scaling.grid import Config, default_grid
@@ -185,6 +188,7 @@ def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path):
     rows = [json.loads(x) for x in lines]
     assert all(r["metrics"]["accuracy"] == (1.0 if r["documents"] else 0.0) for r in rows)
     assert "| 2k | **best** (" in (run / "optimal.md").read_text() and (run / "quality_vs_context.png").exists()
+    assert json.loads((run / "config.json").read_text())[VERSION_KEY] == __version__
     with registered("fake:grid", fake):
         again = CliRunner().invoke(scale, args)  # everything is done: nothing is answered twice
         assert again.exit_code == 0 and len(fake.calls) == len(lines)
@@ -193,7 +197,8 @@ def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path):
     assert "a budget of 5 tokens is smaller than any configuration; the smallest that fits is" in tiny.output
 
 
-def test_fit_with_dataset_normalisation_records_it_and_draws_no_metric_plot(tmp_path):
+def test_fit_with_dataset_normalisation_records_it(tmp_path):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
     runs = [write_run(tmp_path / name, DRAG_GRID) for name in ("a", "b")]
     out = tmp_path / "fit.json"
     result = CliRunner().invoke(scale, ["fit", *map(str, runs), "--metric", "f1", "--normalize", "dataset",
@@ -201,14 +206,35 @@ def test_fit_with_dataset_normalisation_records_it_and_draws_no_metric_plot(tmp_
     assert result.exit_code == 0, result.output
     assert "40 points over 2 task(s)" in result.stdout and "σ⁻¹ space: R² " in result.stdout
     assert f"fitted to z-scores of f1 per dataset: {runs[0]} mean " in result.stdout
-    assert "the predicted-vs-actual plot is drawn for --normalize none only" in result.output
     fit = json.loads(out.read_text())
     assert fit["normalize"] == "dataset" and [d["name"] for d in fit["datasets"]] == [str(r) for r in runs]
     assert fit["sigmoid"]["lower"] < -1 < 1 < fit["sigmoid"]["upper"]  # z-scores of 20 points reach past ±1
-    assert not list(tmp_path.glob("*.png"))
     plan_out = CliRunner().invoke(plan, ["--budget", "1k", "--fit", str(out), "--task", str(runs[0])])
     assert plan_out.exit_code == 0, plan_out.output
     assert plan_out.stdout.startswith("drag k=2 m=2 n=1: predicted f1 z-score +")  # a rank, not a metric
+
+
+@pytest.mark.parametrize("normalize", ["none", "dataset"])
+def test_fit_draws_predicted_vs_actual_on_the_metrics_scale_under_either_normalisation(tmp_path, normalize):
+    pytest.importorskip("matplotlib", reason="needs the [eval] extra")
+    from ragfunnel.scaling.allocation import load_fit
+
+    runs = [write_run(tmp_path / name, DRAG_GRID) for name in ("a", "b")]
+    out = tmp_path / "fit.json"
+    result = CliRunner().invoke(scale, ["fit", *map(str, runs), "--metric", "f1", "--normalize", normalize,
+                                        "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    png = tmp_path / "fit_predicted_vs_actual.png"
+    assert f"wrote {out} and {png}" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    # The plot's points are predict_metric's: metrics (not z-scores), whose R² is the one in its title.
+    allocation = load_fit(out)
+    points = [(allocation.predict_metric(o.config, t.i, t.dataset), o.metric)
+              for t in allocation.tasks for o in t.observations]
+    predicted, actual = map(np.array, zip(*points, strict=True))
+    r2 = 1 - np.sum((actual - predicted) ** 2) / np.sum((actual - actual.mean()) ** 2)
+    assert r2 == pytest.approx(allocation.r2_metric) and r2 > 0.99
+    assert 0.0 < predicted.min() and predicted.max() < 1.0
 
 
 def test_plan_with_unrun_proposes_a_configuration_never_run(tmp_path):
@@ -265,3 +291,15 @@ def test_loo_holds_out_each_run_and_compares_with_the_oracle_and_baseline(tmp_pa
     assert one.exit_code == 1
     assert one.output == (f"error: leave-one-dataset-out needs grid runs of at least 2 datasets, got 1 ({runs[0]}); "
                           "give the others too\n")
+
+
+def test_demonstrations_log_the_ragfunnel_version_of_each_attempt(tmp_path):
+    from ragfunnel.methods.demonstrations import Demonstration
+    from ragfunnel.scaling.demonstrations import extend_demonstrations
+    from ragfunnel.types import Example
+
+    out = tmp_path / "demos.jsonl"
+    examples = [Example(f"q{i}", f"Question {i}?", answers=["A"]) for i in range(2)]
+    extend_demonstrations(examples, out, lambda e: (Demonstration(e.question, "A", id=e.id), "kept"), progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "demos.jsonl.log.jsonl").read_text().splitlines()]
+    assert [(r["id"], r[VERSION_KEY]) for r in rows] == [("q0", __version__), ("q1", __version__)]

@@ -9,29 +9,22 @@ from typing import Any
 
 import click
 
+from ragfunnel import __version__
 from ragfunnel.cli.common import Command, Group, model_settings, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
-from ragfunnel.journal import FAILED_FILE, check_free, out_file
+from ragfunnel.journal import FAILED_FILE, VERSION_KEY, check_free, out_file
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations
 from ragfunnel.scaling.allocation import (
-    BASELINE_SHOTS,
     NORMALIZATIONS,
     Informativeness,
     Observation,
-    PlanChoice,
-    Scored,
-    TokenEstimator,
-    candidate_space,
     fit,
     informativeness,
-    leave_one_dataset_out,
     load_fit,
-    rank,
     save_fit,
     tasks_from_summaries,
-    token_costs,
 )
 from ragfunnel.scaling.grid import (
     DEFAULT_DOCUMENTS,
@@ -53,6 +46,8 @@ from ragfunnel.scaling.grid import (
     summarize,
     within_budget,
 )
+from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, Scored, leave_one_dataset_out
+from ragfunnel.scaling.planner import PlanChoice, TokenEstimator, candidate_space, rank, token_costs
 from ragfunnel.scaling.sizing import first_call_sizes, method_for
 
 SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
@@ -159,7 +154,7 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     meta = {"dataset": str(dataset.resolve()), "format": fmt, "index": str(index_dir.resolve()), "model": model,
             "demonstrations": str(demonstrations_path.resolve()) if demonstrations_path else None, "task": task,
             "limit": limit, "budgets": limits, "strategies": strategies, "documents": documents, "shots": shots,
-            "iterations": iterations, "models": {model: model_identity(model)}}
+            "iterations": iterations, "models": {model: model_identity(model)}, VERSION_KEY: __version__}
     result = run_grid(examples, chosen, lambda c: build(c, llm), run_dir, config_meta=meta,
                       cold_caches=not keep_cache, retry_failed=retry_failed)
     failed = [r for r in result.rows if r.error is not None]
@@ -251,8 +246,8 @@ def fit_command(run_dirs: tuple[Path, ...], metric: str, normalize: str, out: Pa
 
     Each RUN_DIR is a task (a dataset); a, b and c are shared, each task and method (DRAG, IterDRAG)
     gets its own i from its base configurations (k=0,m=0; k=1,m=0; k=0,m=1); a method without them is
-    left out. Prints the parameters, R² and MSE, and writes the fit and (with --normalize none) a
-    predicted-vs-actual plot.
+    left out. Prints the parameters, R² and MSE, and writes the fit and a predicted-vs-actual plot (with
+    --normalize dataset its predictions are put back on the metric's scale with each run's mean and sd).
     """
     tasks = [t for d in run_dirs for t in tasks_from_summaries(str(d), summarize(load_grid(d).rows), metric)]
     allocation = fit(tasks, metric=metric, normalize=normalize)
@@ -272,13 +267,10 @@ def fit_command(run_dirs: tuple[Path, ...], metric: str, normalize: str, out: Pa
     click.echo(f"  {metric}: R² {_r2(allocation.r2_metric)}  MSE {allocation.mse_metric:.4f}")
     for t in tasks:
         click.echo(f"  i of {t.name}: i_doc {t.i.doc:+.3f}  i_shot {t.i.shot:+.3f}")
-    if normalize == "none":
-        from ragfunnel.scaling.plots import plot_predicted_vs_actual
+    from ragfunnel.scaling.plots import plot_predicted_vs_actual
 
-        plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
-        click.echo(f"wrote {out} and {plot}", err=True)
-    else:  # the plot puts predict() on the metric's axis, and a z-score is not a metric
-        click.echo(f"wrote {out} (the predicted-vs-actual plot is drawn for --normalize none only)", err=True)
+    plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
+    click.echo(f"wrote {out} and {plot}", err=True)
 
 
 def _r2(value: float | None) -> str:

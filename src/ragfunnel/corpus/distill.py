@@ -30,11 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ragfunnel import __version__
 from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.metrics import best_over_references, contains_answer
-from ragfunnel.journal import Appender, claim_config, exclusive, out_file, read_jsonl, saving
+from ragfunnel.journal import VERSION_KEY, Appender, claim_config, exclusive, out_file, read_jsonl, saving
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,8 @@ def collect_labels(retriever: FunnelRetriever, examples: list[Example], path: st
     easy_negatives = easy_negatives_for(easy_negatives, plain=plain)
     settings = {"alpha": alpha, "top_positives": top_k, "easy_negatives": easy_negatives,
                 "top_documents": retriever.top_documents,
-                "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__}
+                "pre_ranker": type(retriever.pre_ranker).__name__, "post_ranker": type(retriever.post_ranker).__name__,
+                VERSION_KEY: __version__}
     with exclusive(path.with_name(path.name + ".lock"), path):
         claim_config(path.with_suffix(".config.json"), settings, what=path)
         done = {}
@@ -346,5 +348,5 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
     (out / PRIOR_FILE).unlink(missing_ok=True)
     if prior_weight:
         (out / PRIOR_FILE).write_text(json.dumps({"prior": "bundled MiniLM cosine", "weight": prior_weight}))
-    (out / LOG_FILE).write_text(json.dumps(asdict(log_), indent=2))
+    (out / LOG_FILE).write_text(json.dumps({**asdict(log_), VERSION_KEY: __version__}, indent=2))
     return log_

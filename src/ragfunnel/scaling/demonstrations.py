@@ -16,10 +16,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ragfunnel import __version__
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import BackendUnavailable, InputError, RagfunnelError
 from ragfunnel.eval.metrics import contains_answer
-from ragfunnel.journal import Appender, exclusive, out_file, read_jsonl, saving
+from ragfunnel.journal import VERSION_KEY, Appender, exclusive, out_file, read_jsonl, saving
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.demonstrations import Demonstration, demonstration_json, load_demonstrations
 from ragfunnel.methods.iterdrag import IterDRAG
@@ -85,7 +86,8 @@ def extend_demonstrations(examples: Sequence[Example], out: str | Path,
     """Try ``attempt`` on each example not tried before, appending what it keeps to ``out``; returns the
     whole file. Nothing in ``out`` is ever rewritten or dropped.
 
-    Every example tried is logged in ``OUT.log.jsonl`` (id, kept, why), so a second call skips the
+    Every example tried is logged in ``OUT.log.jsonl`` (id, kept, why, and the ragfunnel version that
+    tried it: a file may be extended by several versions), so a second call skips the
     examples already tried; one process at a time may extend a file (``OUT.lock``). Ctrl-C keeps
     everything found so far and raises :class:`Interrupted`.
     """
@@ -106,7 +108,7 @@ def extend_demonstrations(examples: Sequence[Example], out: str | Path,
                 if demo is not None:
                     kept.append(demo)
                     demos.append(demonstration_json(demo))
-                attempts.append({"id": example.id, "kept": demo is not None, "why": why})
+                attempts.append({"id": example.id, "kept": demo is not None, "why": why, VERSION_KEY: __version__})
                 bar.set_postfix(kept=len(kept))
     return kept
 

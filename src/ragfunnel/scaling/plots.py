@@ -57,21 +57,27 @@ def plot_quality_vs_context(summaries: Sequence[ConfigSummary], optima: Sequence
 
 
 def plot_predicted_vs_actual(allocation: AllocationFit, path: str | Path) -> Path:
-    """Each fitted point's actual metric against the model's prediction, with y = x and R² in the title."""
+    """Each fitted point's actual metric against the model's prediction, with y = x and R² in the title.
+
+    Under ``normalize="dataset"`` a prediction is a z-score, put back on the metric's scale with its
+    dataset's mean and standard deviation (:meth:`AllocationFit.predict_metric`), as R² and MSE are."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 5))
+    lowest, highest = 0.0, 1.0
     for strategy in STRATEGIES:
-        points = [(allocation.predict(o.config, t.i), o.metric) for t in allocation.tasks for o in t.observations
-                  if o.config.strategy == strategy]
+        points = [(allocation.predict_metric(o.config, t.i, t.dataset), o.metric) for t in allocation.tasks
+                  for o in t.observations if o.config.strategy == strategy]
         if points:
             predicted, actual = zip(*points, strict=True)
             ax.scatter(predicted, actual, s=18, alpha=0.7, color=COLOURS[strategy], label=strategy)
+            lowest, highest = min(lowest, *predicted), max(highest, *predicted)  # a z-score put back may leave [0, 1]
     ax.plot([0, 1], [0, 1], "--", color="grey", label="y = x")
     r2 = "n/a" if allocation.r2_metric is None else f"{allocation.r2_metric:.3f}"
     ax.set_title(f"Allocation model: R² = {r2}, MSE = {allocation.mse_metric:.4f} ({allocation.metric})")
-    ax.set_xlabel(f"predicted {allocation.metric}")
+    scale = "" if allocation.normalize == "none" else " (z-score × its dataset's sd + mean)"
+    ax.set_xlabel(f"predicted {allocation.metric}{scale}")
     ax.set_ylabel(f"actual {allocation.metric}")
-    ax.set_xlim(0, 1)
+    ax.set_xlim(lowest, highest)
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     return _save(fig, plt, path)
