@@ -193,11 +193,13 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
     test, train = examples[:args.test], examples[args.test:args.test + args.train]
 
     model_dir = work / "distilled"
-    if not (model_dir / "model.safetensors").exists():
+    if args.labels_only or not (model_dir / "model.safetensors").exists():
         teacher = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(stored=index.document_vectors),
                                   post_ranker=post_ranker,
                                   top_clusters=args.top_clusters)
         labelled = collect_labels(teacher, train, work / LABELS_FILE)
+        if args.labels_only:
+            return []
         train_pre_ranker(labelled, init=minilm_directory(), out=model_dir, epochs=args.epochs)
     distill_log = json.loads((model_dir / "distill.json").read_text())
 
@@ -297,12 +299,19 @@ def main() -> None:
     parser.add_argument("--post-ranker", default="bundled:qwen2.5-0.5b")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/out/funnel"), help="indexes and models")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/funnel"))
+    parser.add_argument("--labels-only", action="store_true",
+                        help="build the index and the distillation labels, then stop (for benchmarks/distill_prior.py)")
     parser.add_argument("--report-only", action="store_true",
                         help="summarise the rows already written (e.g. of a stopped run) without running models")
     args = parser.parse_args()
     names = [n.strip() for n in args.datasets.split(",")]
     if not all(DATASETS[n][0].exists() for n in names):
         parser.error(f"shared data not found under {DATA}")
+    if args.labels_only:
+        post_ranker = load_post_ranker(args.post_ranker)
+        for n in names:
+            run_dataset(n, args, post_ranker)
+        return
     if args.report_only:
         summaries = [summarise(recorded(n, args)) for n in names]
     else:
