@@ -17,7 +17,9 @@ Methods (chunks of 300 words as in the paper, final context 1.5k tokens, K=5 dra
 ``fb-raw``  FB with the paper's Eq. 5 as written (raw BM25 scores, no per-query normalisation)
 ``fb-6k``   FB with the paper's Stage I of 6k -> 1.5k
 
-With the call cache on (the default), methods that repeat an earlier method's LLM call (lc or fb
+Each file's run directory records the methods it ran; a dataset may run a subset (narrativeqa
+without LC: a 30k-token prefill takes longer than 15 minutes per book on two cores). With the call
+cache on (the default), methods that repeat an earlier method's LLM call (lc or fb
 repeat what auto ran; fb-f's and fb-raw's drafts are fb's) are served from it, and a method may find
 the document already read (kept state): the table's seconds are means over the rows where every
 call ran and read the document anew ("cold"), with their count. The paper's numbers
@@ -37,6 +39,7 @@ from pathlib import Path
 
 from ragfunnel import __version__
 from ragfunnel.eval.datasets import load_dataset
+from ragfunnel.eval.official_metrics import longbench_metric
 from ragfunnel.eval.report import write_report
 from ragfunnel.eval.runner import EvalRow, load_eval, run_eval
 from ragfunnel.journal import VERSION_KEY
@@ -107,34 +110,47 @@ def cold(row: EvalRow) -> bool:
     return not any(d.get("cached") or d.get("prefix_from") in WARM for d in details)
 
 
-def table(run_dirs: list[Path], names: list[str]) -> tuple[str, dict]:
-    """Paper-style table over the examples every method finished (paired), with the paper's rows beside."""
+def table(run_dirs: list[Path]) -> tuple[str, dict]:
+    """Paper-style table, each dataset over the examples all its methods finished (paired), the paper's rows beside.
+
+    Avg is over the datasets every method ran on (the paper's over the same ones), so rows compare.
+    """
     rows: dict[str, dict[str, list[EvalRow]]] = {}
     for d in run_dirs:
-        done = [r for r in load_eval(d).rows if r.error is None]
-        ids = set.intersection(*({r.example_id for r in done if r.method == m} for m in names)) if done else set()
+        run = load_eval(d)
+        ran = list(run.config["method_options"])
+        done = [r for r in run.rows if r.error is None]
+        ids = set.intersection(*({r.example_id for r in done if r.method == m} for m in ran))
         rows[dataset_of(d)] = {m: sorted((r for r in done if r.method == m and r.example_id in ids),
-                                         key=lambda r: r.example_id) for m in names}
-    ours = [c for c in COLUMNS if c in rows]
+                                         key=lambda r: r.example_id) for m in ran}
+    columns = COLUMNS + sorted(set(rows) - set(COLUMNS))
+    names = [m for m in METHODS if any(m in by for by in rows.values())]
+    common = [c for c in columns if c in rows and all(rows[c].get(m) for m in names)]
+    head = f"Avg ({', '.join(SHORT.get(c, c) for c in common)})"
+    lines = [f"| method | {head} | " + " | ".join(SHORT.get(c, c) for c in columns) + " | cold mean s |",
+             "|---" * (len(columns) + 3) + "|"]
     results: dict = {}
-    lines = ["| method | Avg (our datasets) | " + " | ".join(SHORT.get(c, c) for c in COLUMNS) + " | cold mean s |",
-             "|---" * (len(COLUMNS) + 3) + "|"]
     for m in names:
-        scores = {c: 100 * statistics.fmean(r.metrics["longbench"] for r in rows[c][m]) for c in ours if rows[c][m]}
-        n = {c: len(rows[c][m]) for c in ours}
-        seconds = [r.seconds for c in ours for r in rows[c][m] if cold(r)]
+        scores = {c: 100 * statistics.fmean(r.metrics["longbench"] for r in rows[c][m])
+                  for c in columns if rows.get(c, {}).get(m)}
+        n = {c: len(rows[c][m]) for c in scores}
+        seconds = [r.seconds for c in scores for r in rows[c][m] if cold(r)]
+        avg = statistics.fmean(scores[c] for c in common) if common else None
+        cells = [f"{scores[c]:.2f} (n={n[c]})" if c in scores else "–" for c in columns]
         secs = f"{statistics.fmean(seconds):.1f} (n={len(seconds)})" if seconds else "– (all reused)"
-        avg = statistics.fmean(scores.values()) if len(scores) == len(ours) and scores else None
-        cells = [f"{scores[c]:.2f} (n={n[c]})" if c in scores else "–" for c in COLUMNS]
-        lines.append(f"| ragfunnel {m} | {avg:.2f} | " if avg is not None else f"| ragfunnel {m} | – | ")
-        lines[-1] += " | ".join(cells) + f" | {secs} |"
-        results[m] = {"scores": scores, "n": n, "average": avg,
+        lines.append(f"| ragfunnel {m} | {_number(avg)} | " + " | ".join(cells) + f" | {secs} |")
+        results[m] = {"scores": scores, "n": n, "average_over": common, "average": avg,
                       "cold_seconds_mean": statistics.fmean(seconds) if seconds else None, "cold_rows": len(seconds)}
     for label, values in PAPER.items():
         paper = dict(zip(COLUMNS, values, strict=True))
-        avg = statistics.fmean(paper[c] for c in ours) if ours else None
-        lines.append(f"| paper {label} | {avg:.2f} | " + " | ".join(f"{v:.2f}" for v in values) + " | |")
+        avg = statistics.fmean(paper[c] for c in common) if common and set(common) <= set(paper) else None
+        lines.append(f"| paper {label} | {_number(avg)} | "
+                     + " | ".join(_number(paper.get(c)) for c in columns) + " | |")
     return "\n".join(lines), results
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def main() -> None:
@@ -165,9 +181,10 @@ def main() -> None:
     # The table and report cover every file run into --out so far, not only this invocation's.
     run_dirs = sorted((d for d in args.out.iterdir() if (d / "rows.jsonl").exists()), key=lambda d: d.name)
     write_report(run_dirs, args.out / "report", metric="longbench")
-    text, results = table(run_dirs, names)
+    text, results = table(run_dirs)
     summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {platform.python_version()}",
-               "ragfunnel": __version__, "settings": {**BASE, "methods": {m: METHODS[m] for m in names}},
+               "ragfunnel": __version__, "settings": {**BASE, "methods": METHODS},
+               "metrics": {d: longbench_metric(d) for d in map(dataset_of, run_dirs)},
                "results": results, "paper_table1": PAPER}
     (args.out / "longbench.json").write_text(json.dumps(summary, indent=2))
     print(text)

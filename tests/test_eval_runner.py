@@ -63,6 +63,16 @@ def test_a_run_with_a_profile_that_cannot_score_its_examples_stops_before_any_mo
     assert not calls and not (tmp_path / ROWS_FILE).exists()
 
 
+def test_a_run_from_before_profiles_were_recorded_resumes_with_the_default_only(tmp_path):
+    run_eval(examples(1), methods(), tmp_path, config={"x": 1}, progress=False)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config.pop("metric_profile") == "ragfunnel"
+    (tmp_path / "config.json").write_text(json.dumps(config))  # as an older ragfunnel wrote it
+    assert run_eval(examples(2), methods(), tmp_path, config={"x": 1}, progress=False).written == 2
+    with pytest.raises(ConfigError, match='metric_profile: "ragfunnel" there, "hotpotqa" now'):
+        run_eval(examples(2), methods(), tmp_path, config={"x": 1}, progress=False, metric_profile="hotpotqa")
+
+
 def test_rows_are_written_and_a_rerun_skips_them(tmp_path):
     first = run_eval(examples(3), methods(), tmp_path, config={"x": 1}, progress=False)
     assert first.written == 6 and all(r.metrics["em"] == 1.0 for r in first.rows)
@@ -215,3 +225,22 @@ def test_rows_carry_the_question_text(tmp_path):
     result = run_eval(examples(1), methods(), tmp_path, config={}, progress=False)
     assert {r.question for r in result.rows} == {"What is the capital 0?"}
     assert json.loads((tmp_path / ROWS_FILE).read_text().splitlines()[0])["question"] == "What is the capital 0?"
+
+
+def test_every_longbench_dataset_reads_and_scores_its_own_reference_as_full_marks(tmp_path):
+    pytest.importorskip("jieba", reason="needs the [eval] extra")
+    from ragfunnel.eval.datasets import load_dataset
+    from ragfunnel.eval.official_metrics import LONGBENCH_METRICS
+
+    special = {"passage_retrieval_en": "Paragraph 3", "passage_retrieval_zh": "段落3", "passage_count": "4",
+               "lcc": "    return x", "repobench-p": "        self.x = x"}
+    rows = [{"_id": name, "dataset": name, "context": "some text", "input": "" if name in ("lcc", "passage_count")
+             else "the input", "answers": [special.get(name, "a reference answer")],
+             "all_classes": ["a reference answer", "another class"]} for name in LONGBENCH_METRICS]
+    for name, row in zip(LONGBENCH_METRICS, rows, strict=True):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(row, ensure_ascii=False) + "\n")
+        (e,) = load_dataset(path).examples
+        assert e.task == f"longbench/{name}" and e.question.strip()
+        got = score(e, e.answers[0], "longbench")["longbench"]
+        assert got == pytest.approx(1.0, abs=1e-6), name  # ROUGE's F carries a 1e-8 in its denominator

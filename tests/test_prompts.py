@@ -18,7 +18,9 @@ def test_every_prompt_holds_context_question_and_cue(task, variant):
     choices = ["red", "blue"] if task == "choice" else None
     p = build_prompt(task, variant, question="Which colour?", context="The sky was blue.", choices=choices)
     assert "The sky was blue." in p and "Which colour?" in p
-    assert p.endswith("Rationale:" if variant == "rationale" else "Answer:")
+    # The answer cue ends the prompt; a few-shot set's input ends with its own ("Type:"), shown as written.
+    t = TASKS[task]
+    assert p.endswith("Rationale:" if variant == "rationale" else t.cue or "Which colour?")
     # Only the unanswerable variant offers a way out, unless the task's answer style does (LongBench's qasper);
     # drafts follow the rationale format instead of the style.
     own = variant == "plain" and "unanswerable" in TASKS[task].style
@@ -34,6 +36,15 @@ def test_longbench_prompts_follow_its_layout_with_its_limits():
     assert [TASKS[f"longbench/{d}"].answer_tokens for d in ("hotpotqa", "multifieldqa_en", "qasper", "qmsum")] == [
         32, 64, 128, 512]
     assert TASKS["longbench/trec"].first_line and not TASKS["longbench/qmsum"].first_line
+
+
+def test_few_shot_and_code_inputs_are_shown_as_written():
+    p = build_prompt("longbench/samsum", "plain", question="Dialogue: Ann: hi\nBob: bye\nSummary: ",
+                     context="Dialogue: Cy: yo\nSummary: Cy greets.")
+    assert p.endswith("\nDialogue: Ann: hi\nBob: bye\nSummary:")  # its own label and cue, no "Answer:"
+    code = build_prompt("longbench/repobench-p", "plain", question="    def f(self):\n        return 1",
+                        context="import os")
+    assert code.endswith("\n    def f(self):\n        return 1\nNext line of code:")  # indentation kept
 
 
 def test_context_comes_before_the_question():

@@ -167,8 +167,12 @@ def read_config(path: Path) -> dict[str, Any] | None:
 VERSION_KEY = "ragfunnel_version"
 
 
-def claim_config(path: Path, config: dict[str, Any], *, what: Path) -> None:
-    """Record ``config`` for a new run, or refuse ``what`` when it holds a run with a different one."""
+def claim_config(path: Path, config: dict[str, Any], *, what: Path, implied: dict[str, Any] | None = None) -> None:
+    """Record ``config`` for a new run, or refuse ``what`` when it holds a run with a different one.
+
+    ``implied``: keys added to the configuration after runs were made without them, each with the value
+    such a run had (an older eval run was scored with the ``ragfunnel`` profile), so those runs resume.
+    """
     old = read_config(path)
     if old is None:
         partial = path.with_name(path.name + ".partial")  # a kill mid-write leaves no half-written config
@@ -177,6 +181,7 @@ def claim_config(path: Path, config: dict[str, Any], *, what: Path) -> None:
         return
     # Compared through JSON, so tuples and lists (and int and float keys) compare as they are stored.
     new = json.loads(json.dumps(config))
+    old = json.loads(json.dumps(implied or {})) | old
     started_by, resumed_by = old.pop(VERSION_KEY, None), new.pop(VERSION_KEY, None)
     if old != new:
         differ = "; ".join(f"{key}: {_shown(was)} there, {_shown(now)} now" for key, was, now in _differences(old, new))
@@ -315,16 +320,17 @@ class RunDir(Generic[R]):
     """
 
     def __init__(self, path: str | Path, config: dict[str, Any], parse: Callable[[dict[str, Any]], R], *,
-                 command: str):
+                 command: str, implied: dict[str, Any] | None = None):
         self.path = Path(path)
         self._config, self._parse, self._command = config, parse, command
+        self._implied = implied
         self._stack = ExitStack()
 
     def __enter__(self) -> RunDir[R]:
         out_dir(self.path)
         with ExitStack() as stack:  # on any failure below, whatever was opened is closed again
             stack.enter_context(exclusive(self.path / LOCK_FILE, self.path))
-            claim_config(self.path / CONFIG_FILE, self._config, what=self.path)
+            claim_config(self.path / CONFIG_FILE, self._config, what=self.path, implied=self._implied)
             self.state = load_run(self.path, self._parse, command=self._command)
             self._rows = stack.enter_context(closing(Appender(self.path / ROWS_FILE)))
             self._failures = stack.enter_context(closing(Appender(self.path / FAILED_FILE)))

@@ -277,6 +277,9 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
         examples = [lengthen(e, pool, target_words=context_words, seed=given.get("seed") or 0) for e in examples]
     tasks = sorted({e.task for e in loaded.examples})
     if task is None and len(tasks) > 1:
+        if any(t.startswith("longbench/") for t in tasks):  # each dataset has its own prompt, limit and metric
+            raise ConfigError(f"{dataset} holds rows of several LongBench datasets ({', '.join(tasks)}); "
+                              "split it into one file per dataset and evaluate each")
         raise ConfigError(f"{dataset} mixes tasks ({', '.join(tasks)}); pick one with --task")
     task = task or tasks[0]
     examples = [e if e.task == task else replace(e, task=task) for e in examples]  # scored as they are prompted
@@ -289,7 +292,7 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
         specs.append(options.get("light", DEFAULT_LIGHT))
     check_backends(specs)  # a server that is down stops the run here, before any row
     config = {"dataset": str(dataset.resolve()), "dataset_sha256": sha256_of_file(dataset), "format": fmt,
-              "task": task, "metric_profile": metric_profile, "options": options,
+              "task": task, "options": options,
               VERSION_KEY: __version__, "method_options": received,
               "models": {spec: model_identity(spec) for spec in specs}}
     if corpus is not None:
@@ -322,7 +325,8 @@ def _eval_table(rows: list[EvalRow], names: list[str]) -> str:
 @click.argument("run_dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="Where report.md, report.html and the PNGs go [default: the first RUN_DIR].")
-@click.option("--metric", help="Quality axis of the plots: f1, em, accuracy or rouge_l [default: by task].")
+@click.option("--metric", help="Quality axis of the plots: f1, em, accuracy, rouge_l or longbench "
+                                "[default: longbench, f1, rouge_l or accuracy, whichever the rows have].")
 def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None) -> None:
     """Summarise one or more `ragfunnel eval` run directories into tables and plots."""
     from ragfunnel.eval.report import write_report

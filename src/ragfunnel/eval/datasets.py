@@ -30,13 +30,14 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.prompts import TASKS
 from ragfunnel.prompts.longbench import longbench_task
-from ragfunnel.prompts.templates import option_letters
+from ragfunnel.prompts.parsing import option_letters
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)
@@ -108,11 +109,13 @@ def _optional_text(record: dict, key: str) -> str | None:
     return None if record.get(key) is None else _text(record, key)
 
 
-def _answers(value: Any) -> list[str]:
+def _answers(value: Any, *, as_written: bool = False) -> list[str]:
+    """The non-empty reference answers, stripped unless ``as_written`` (LongBench scores code lines with
+    their indentation)."""
     values = value if isinstance(value, list) else [value]
     if (odd := next((v for v in values if not isinstance(v, str | int | float)), None)) is not None:
         raise RowError(f"answers must be strings or numbers, got {type(odd).__name__}")
-    answers = [str(v).strip() for v in values if str(v).strip()]
+    answers = [str(v) if as_written else str(v).strip() for v in values if str(v).strip()]
     if not answers:
         raise RowError("no non-empty answer")
     return answers
@@ -204,6 +207,9 @@ def _longbench(record: dict, index: int) -> Example:
     _require(record, "context", "answers")
     dataset = _optional_text(record, "dataset")
     task = longbench_task(dataset)
+    if dataset and not task:
+        _warn_once(f"dataset {dataset!r} is not one LongBench knows; its rows get the generic qa task "
+                   "(check the name, or pass --task)")
     question = _optional_text(record, "input") or ""
     if not question.strip():
         question = TASKS[task].default_question if task else None
@@ -217,10 +223,15 @@ def _longbench(record: dict, index: int) -> Example:
         id=str(record.get("_id") or index),
         question=question,
         context=_text(record, "context"),
-        answers=_answers(record["answers"]),
+        answers=_answers(record["answers"], as_written=True),
         task=task or "qa",
         meta={"dataset": dataset, "length": record.get("length"), "all_classes": classes},
     )
+
+
+@lru_cache(maxsize=64)
+def _warn_once(message: str) -> None:
+    log.warning(message)
 
 
 def _infbench(record: dict, index: int) -> Example:

@@ -9,7 +9,7 @@ from collections import Counter
 from functools import lru_cache
 
 from ragfunnel.errors import MissingExtra
-from ragfunnel.prompts.parsing import option_index
+from ragfunnel.prompts.parsing import option_index, option_letters
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -67,7 +67,7 @@ def choice_accuracy(prediction: str, reference: str, choices: list[str]) -> floa
 
     ``reference`` is the correct option's text or its letter ("B").
     """
-    letters = [chr(ord("A") + i) for i in range(len(choices))]
+    letters = option_letters(choices)
     wanted = reference.strip()
     correct = letters.index(wanted) if wanted in letters else next(
         (i for i, c in enumerate(choices) if normalize_answer(c) == normalize_answer(wanted)), None)

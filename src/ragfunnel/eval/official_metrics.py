@@ -16,6 +16,7 @@ from functools import lru_cache, partial
 
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.metrics import best_over_references, exact_match, normalize_answer, overlap_f1, token_f1
+from ragfunnel.prompts.longbench import LONGBENCH_E, base_dataset
 
 # The metric eval.py scores each LongBench dataset with.
 LONGBENCH_METRICS: dict[str, str] = {
@@ -41,10 +42,6 @@ LONGBENCH_METRICS: dict[str, str] = {
     "lcc": "code_sim",
     "repobench-p": "code_sim",
 }
-
-# LongBench-E resamples these datasets by length ("qasper_e"); eval.py scores them under the base name.
-_LONGBENCH_E = ("qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news", "trec",
-                "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc", "repobench-p")
 
 # Few-shot tasks: the model tends to continue the pattern with more examples, so only its first line counts.
 _FIRST_LINE_ONLY = frozenset({"trec", "triviaqa", "samsum", "lsht"})
@@ -85,14 +82,11 @@ def hotpotqa_scores(prediction: str, references: list[str]) -> dict[str, float]:
 
 
 def _base_dataset(dataset: str) -> str:
-    if dataset in LONGBENCH_METRICS:
-        return dataset
-    if dataset.endswith("_e") and dataset.removesuffix("_e") in _LONGBENCH_E:
-        return dataset.removesuffix("_e")
-    raise ConfigError(
-        f"unknown LongBench dataset {dataset!r}; valid: {', '.join(LONGBENCH_METRICS)}; "
-        f"LongBench-E: {', '.join(f'{d}_e' for d in _LONGBENCH_E)}"
-    )
+    base = base_dataset(dataset)
+    if base is None:
+        raise ConfigError(f"unknown LongBench dataset {dataset!r}; valid: {', '.join(LONGBENCH_METRICS)}; "
+                          f"LongBench-E: {', '.join(f'{d}_e' for d in LONGBENCH_E)}")
+    return base
 
 
 # HotpotQA.

@@ -249,7 +249,11 @@ def run_eval(
     examples = list(examples)
     for e in examples:  # a profile that cannot score the examples stops here, before any model runs
         score(e, "", metric_profile)
-    with RunDir(run_dir, config, EvalRow.from_json, command="ragfunnel eval") as run:
+    # The profile is part of what the run is: rows scored two ways never mix. Runs made before it was
+    # recorded were scored with the default.
+    config = config | {"metric_profile": metric_profile}
+    with RunDir(run_dir, config, EvalRow.from_json, command="ragfunnel eval",
+                implied={"metric_profile": "ragfunnel"}) as run:
         todo = run.todo([((e.id, name), (e, name)) for e in examples for name in methods], retry_failed=retry_failed)
 
         def job(pair: tuple[Example, str]) -> EvalRow:

@@ -24,9 +24,10 @@ WINDOW_MARGIN = 64
 
 
 def check_question(question: str) -> str:
+    """The question without surrounding blank lines; a first line's indentation stays (code to continue)."""
     if not question or not question.strip():
         raise InputError("the question is empty; pass the question to answer")
-    return question.strip()
+    return question.lstrip("\n").rstrip()
 
 
 def prepare(question: str, context: str, *, words: int) -> tuple[str, list[Chunk]]:
@@ -169,7 +170,9 @@ def generate_answer(
     prompt = build_prompt(task, variant, question=question, context=context, choices=choices)
     keep = len(prompt_prefix(task, context)) if keep_document else 0
     completion, trace = timed_call(llm, prompt, stage=stage, max_tokens=max_tokens, keep_prefix=keep)
-    answer = clean_answer(completion.text, first_line=TASKS[task].first_line)
+    t = TASKS[task]
+    answer = completion.text.lstrip("\n").rstrip() if t.verbatim else clean_answer(completion.text,
+                                                                                    first_line=t.first_line)
     if choices:  # the option's own text, not its letter
         answer = chosen_option(answer, choices) or answer
     if not answer:

@@ -35,7 +35,7 @@ from ragfunnel.methods.base import (
 )
 from ragfunnel.prompts import answer_tokens, build_prompt, check_task, parse_sample, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
-from ragfunnel.retrieve.fusion import FUSIONS, forward_backward_scores
+from ragfunnel.retrieve.fusion import check_fusion, forward_backward_scores
 from ragfunnel.types import Prediction, ScoredChunk, StageTrace
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,6 @@ class FBRAG:
         if min(eta_forward, eta_backward) < 0 or eta_forward + eta_backward == 0:
             raise ConfigError(f"eta weights must be >= 0 and not both 0, got forward={eta_forward}, "
                               f"backward={eta_backward}")
-        if fusion not in FUSIONS:
-            raise ConfigError(f"unknown fusion {fusion!r}; valid: {', '.join(FUSIONS)}")
         if draft_from not in DRAFT_FROM:
             raise ConfigError(f"unknown draft_from {draft_from!r}; valid: {', '.join(DRAFT_FROM)}")
         if budget < 1:
@@ -110,12 +108,15 @@ class FBRAG:
         self.eta_forward, self.eta_backward = eta_forward, eta_backward
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
         self.max_tokens = max_tokens or answer_tokens(task)
-        self.sample_max_tokens = sample_max_tokens or min(self.max_tokens, DRAFT_ANSWER_TOKENS) + RATIONALE_TOKENS
+
         self.seed = seed
         self.draft_from = draft_from
-        self.fusion = fusion
-        # A summary is descriptive already: its drafts are plain answers (as the paper does for QMSum).
+        self.fusion = check_fusion(fusion)  # before any model loads
+        # A summary is descriptive already: its drafts are plain answers (as the paper does for QMSum), with no
+        # room kept for a rationale.
         self.draft_variant = "plain" if task_kind(task) == "summary" else "rationale"
+        reasoning = RATIONALE_TOKENS if self.draft_variant == "rationale" else 0
+        self.sample_max_tokens = sample_max_tokens or min(self.max_tokens, DRAFT_ANSWER_TOKENS) + reasoning
         if eta_backward == 0:
             self.name = "fb-f"
 

@@ -23,11 +23,13 @@ def _multihop(name: str) -> TaskPrompt:
     return TaskPrompt(name, _PASSAGES, "Passages", "Using only the passages above, answer the question.", _SHORT)
 
 
-def _code(name: str) -> TaskPrompt:
-    return TaskPrompt(name, "You will read source code and then write the line that comes next.", "Code",
-                      "Continue the code above.", "Reply with the next line of code only.", answer_tokens=64,
-                      first_line=False, question_label="Code to continue",
-                      default_question="Write the next line of code.")
+def _few_shot(name: str, intro: str, label: str, ask: str, style: str, **kwargs) -> TaskPrompt:
+    """A set whose context is worked examples and whose input ends with its own cue ("Type:", "Summary:")."""
+    return TaskPrompt(name, intro, label, ask, style, question_label=None, cue="", **kwargs)
+
+
+_CODE = "Read the code below, then write the line of code that comes next."
+_NEXT_LINE = dict(answer_tokens=64, first_line=False, cue="Next line of code:", verbatim=True)
 
 
 _DATASETS = [
@@ -53,38 +55,40 @@ _DATASETS = [
                answer_tokens=512, first_line=False, question_label="Request",
                default_question="Summarise the report."),
     TaskPrompt("qmsum", "You will read a meeting transcript and then answer a query about the meeting.",
-               "Transcript", "Using the transcript above, answer the query in one or more sentences.",
-               "Write plain sentences.", kind="summary", answer_tokens=512, first_line=False, question_label="Query"),
+               "Transcript", "Respond to the query from what was said in the meeting above.",
+               "A few plain sentences are enough.", kind="summary", answer_tokens=512, first_line=False,
+               question_label="Query"),
     TaskPrompt("multi_news", "You will read several news articles and then summarise them together.", "News",
                "Write one summary of all the news above, up to about a page long.", "Write plain prose.",
                kind="summary", answer_tokens=512, first_line=False, question_label="Request",
                default_question="Summarise the news."),
-    TaskPrompt("vcsum", "下面是一段会议记录，请阅读后用中文写一份总结。", "会议记录", "请为上面的会议写一份总结。",
+    TaskPrompt("vcsum", "你将读到一次会议的完整记录，然后概括这次会议。", "会议记录", "请概括上面这次会议的主要内容。",
                "用通顺的中文写几句话。", kind="summary", answer_tokens=512, first_line=False, question_label="要求",
                default_question="总结这次会议。"),
-    TaskPrompt("trec", "You will decide which type a question belongs to. Example questions with their types "
-               "come first.", "Examples", "Give the type of the last question, using one of the type names in the "
-               "examples.", "Reply with the type name only.", answer_tokens=64),
-    TaskPrompt("triviaqa", "You will answer a question from a passage. Example passages with their questions and "
-               "answers come first.", "Examples", "Answer the last question in the same way as the examples.",
-               _SHORT),
-    TaskPrompt("samsum", "You will summarise a dialogue in one line. Example dialogues with their summaries come "
-               "first.", "Examples", "Summarise the last dialogue in the same way as the examples.",
-               "Write the summary on one line.", kind="summary", answer_tokens=128, question_label="Dialogue"),
-    TaskPrompt("lsht", "请判断一篇新闻属于哪个类别。前面先给出一些新闻及其类别作为例子。", "例子",
-               "请用例子里出现过的类别名称，判断最后这篇新闻的类别。", "只写出类别名称。", answer_tokens=64,
-               question_label="新闻"),
+    _few_shot("trec", "You will sort a question into one of a fixed set of types. Labelled example questions come "
+              "first.", "Examples", "The last question below is unlabelled; give it a type name used in the "
+              "examples.", "Write the type name and nothing else.", answer_tokens=64),
+    _few_shot("triviaqa", "You will answer a question from a passage. Worked examples of passages, questions and "
+              "answers come first.", "Examples", "Answer the last question below the way the examples do.", _SHORT),
+    _few_shot("samsum", "You will summarise a chat in one line. Example chats with their summaries come first.",
+              "Examples", "Summarise the last chat below the way the examples do.", "Keep the summary to one line.",
+              kind="summary", answer_tokens=128),
+    _few_shot("lsht", "这项任务是给新闻分类。先给出几篇已标好类别的新闻作为示例。", "示例",
+              "最后一篇新闻还没有标类别，请给出它的类别，类别名称须与示例中的一致。", "只写类别名称。",
+              answer_tokens=64),
     TaskPrompt("passage_count", "You will read paragraphs, some of which repeat, and count the distinct ones.",
-               "Paragraphs", "How many distinct paragraphs are above once repeats are removed?",
-               "Reply with a number only, such as 1, 2 or 3.", question_label="Request",
+               "Paragraphs", "Count the paragraphs above, counting a repeated paragraph once.",
+               "Write the count as a number and nothing else.", question_label="Request",
                default_question="Count the distinct paragraphs."),
     TaskPrompt("passage_retrieval_en", "You will read numbered paragraphs and then a summary; find the paragraph "
                "the summary was written from.", "Paragraphs", "Which paragraph above is the summary from?",
                'Reply with its label only, such as "Paragraph 1".', question_label="Summary"),
-    TaskPrompt("passage_retrieval_zh", "下面是若干编号的段落和一段摘要，请找出这段摘要出自哪个段落。", "段落",
-               "这段摘要出自上面的哪个段落？", "只写出段落编号，例如“段落1”。", question_label="摘要"),
-    _code("lcc"),
-    _code("repobench-p"),
+    TaskPrompt("passage_retrieval_zh", "每个段落前都标有编号。读完所有段落后，请指出最后给出的摘要是根据哪一段写成的。",
+               "段落", "这段摘要是根据上面哪一段写成的？", "只写出编号，格式如“段落1”。", question_label="摘要"),
+    TaskPrompt("lcc", _CODE, "Code", "Continue the code above.", "Write only the next line.",
+               question_label="Request", default_question="Write the next line of code.", **_NEXT_LINE),
+    TaskPrompt("repobench-p", _CODE, "Files", "The code below continues from the files above; continue it.",
+               "Write only its next line.", question_label=None, **_NEXT_LINE),
 ]
 
 PREFIX = "longbench/"
@@ -93,9 +97,20 @@ LONGBENCH_TASKS: dict[str, TaskPrompt] = {
 }
 
 
+# LongBench-E resamples these datasets by length ("qasper_e"); they keep the base dataset's task and metric.
+LONGBENCH_E = ("qasper", "multifieldqa_en", "hotpotqa", "2wikimqa", "gov_report", "multi_news", "trec",
+               "triviaqa", "samsum", "passage_count", "passage_retrieval_en", "lcc", "repobench-p")
+
+
+def base_dataset(dataset: str) -> str | None:
+    """The LongBench dataset a name stands for (LongBench-E's ``_e`` names included); None for other names."""
+    if PREFIX + dataset in LONGBENCH_TASKS:
+        return dataset
+    base = dataset.removesuffix("_e")
+    return base if dataset.endswith("_e") and base in LONGBENCH_E else None
+
+
 def longbench_task(dataset: str | None) -> str | None:
-    """The task of a LongBench dataset name (LongBench-E's ``_e`` names included); None for other names."""
-    if not dataset:
-        return None
-    name = PREFIX + dataset.removesuffix("_e")
-    return name if name in LONGBENCH_TASKS else None
+    """The task of a LongBench dataset name; None for other names."""
+    base = base_dataset(dataset) if dataset else None
+    return PREFIX + base if base else None

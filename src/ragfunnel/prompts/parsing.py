@@ -6,6 +6,11 @@ import re
 
 from ragfunnel.types import Sample
 
+
+def option_letters(choices: list[str]) -> list[str]:
+    """The letters options are shown with: A, B, C, ..."""
+    return [chr(ord("A") + i) for i in range(len(choices))]
+
 # Markdown emphasis around the labels ("**Answer:**", "**Answer**:") is common in small models' replies.
 _ANSWER = re.compile(r"\**\banswer\**\s*:\**", re.IGNORECASE)
 _RATIONALE = re.compile(r"^\s*\**\s*rationale\s*\**\s*:\s*\**\s*", re.IGNORECASE)
@@ -54,16 +59,17 @@ _NAMED_LETTER = (
 )
 
 
-def _normal(text: str) -> str:
+def _comparable(text: str) -> str:
+    """Lower case, punctuation as spaces, whitespace squeezed: how an option's text is recognised in a reply."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 
 def option_index(reply: str, choices: list[str]) -> int | None:
     """Which of ``choices`` a reply picks: the option whose text it is, else the letter it names; None if neither."""
-    same = [i for i, c in enumerate(choices) if _normal(c) == _normal(reply)]
+    same = [i for i, c in enumerate(choices) if _comparable(c) == _comparable(reply)]
     if len(same) == 1:
         return same[0]
-    letters = [chr(ord("A") + i) for i in range(len(choices))]
+    letters = option_letters(choices)
     for pattern in _NAMED_LETTER:
         for m in pattern.finditer(reply.strip()):
             if (letter := m.group(1).upper()) in letters:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.prompts.longbench import LONGBENCH_TASKS
+from ragfunnel.prompts.parsing import option_letters
 from ragfunnel.prompts.task import TaskPrompt
 
 _GENERIC = [
@@ -65,7 +66,6 @@ _RATIONALE = (
     'First write "Rationale:" and, in two or three sentences, say which parts of the text lead to the '
     'answer. Then write "Answer:" followed by the answer.'
 )
-_CUE = {"plain": "Answer:", "unanswerable": "Answer:", "rationale": "Rationale:"}
 
 
 def check_task(task: str) -> str:
@@ -84,10 +84,6 @@ def answer_tokens(task: str) -> int:
 def task_kind(task: str) -> str:
     """How ``task``'s answers are shaped and scored: qa, summary or choice."""
     return TASKS[check_task(task)].kind
-
-
-def option_letters(choices: list[str]) -> list[str]:
-    return [chr(ord("A") + i) for i in range(len(choices))]
 
 
 def prompt_prefix(task: str, context: str) -> str:
@@ -115,8 +111,9 @@ def build_prompt(
                           "(choices=[...] in Python)")
     # What to do comes after the text, beside the question, so the text's prefix is shared.
     instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE}[variant]
-    lines = [f"{t.ask} {instruction}", f"{t.question_label}: {question.strip()}"]
+    shown = question.rstrip() if t.question_label is None else f"{t.question_label}: {question.strip()}"
+    lines = [f"{t.ask} {instruction}", shown]
     if choices:
         lines += [f"{letter}. {c}" for letter, c in zip(option_letters(choices), choices, strict=True)]
-    lines.append(_CUE[variant])
-    return prompt_prefix(task, context) + "\n".join(lines)
+    cue = "Rationale:" if variant == "rationale" else t.cue
+    return prompt_prefix(task, context) + "\n".join(lines + [cue] if cue else lines)

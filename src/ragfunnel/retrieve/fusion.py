@@ -22,6 +22,12 @@ def max_normalize(scores: np.ndarray) -> np.ndarray:
 FUSIONS = ("normalized", "raw")
 
 
+def check_fusion(fusion: str) -> str:
+    if fusion not in FUSIONS:
+        raise ConfigError(f"unknown fusion {fusion!r}; valid: {', '.join(FUSIONS)}")
+    return fusion
+
+
 def forward_backward_scores(
     backward: np.ndarray, forward: np.ndarray, *, eta_backward: float, eta_forward: float,
     fusion: str = "normalized",
@@ -34,9 +40,7 @@ def forward_backward_scores(
     maximum (question and every draft alike), so a long draft's larger BM25 scale neither drowns
     the question nor the other drafts.
     """
-    if fusion not in FUSIONS:
-        raise ConfigError(f"unknown fusion {fusion!r}; valid: {', '.join(FUSIONS)}")
-    scale = max_normalize if fusion == "normalized" else np.atleast_2d
+    scale = max_normalize if check_fusion(fusion) == "normalized" else np.atleast_2d
     back = scale(np.asarray(backward, dtype=np.float64))[0]
     fwd = scale(np.asarray(forward, dtype=np.float64)).max(axis=0) if len(forward) else np.zeros_like(back)
     return eta_backward * back + eta_forward * fwd
