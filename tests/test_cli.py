@@ -356,8 +356,8 @@ def test_eval_refuses_an_unknown_task_and_metric_profile_in_one_line(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"question": "q?", "answers": ["a"], "context": "text a"}) + "\n")
     assert_one_line_error(run("eval", str(data), "--task", "longbench/poems", "--out", str(tmp_path / "r")),
-                          "unknown task 'longbench/poems'; valid tasks: qa, multihop, summary, choice, or "
-                          "longbench/<dataset>", code=2)
+                          "unknown task 'longbench/poems'; valid tasks: qa, multihop, summary, choice, "
+                          "infbench/en.qa, infbench/en.mc, or longbench/<dataset>", code=2)
     assert_one_line_error(run("eval", str(data), "--metric-profile", "bleu", "--out", str(tmp_path / "r")),
                           "'bleu' is not one of 'ragfunnel', 'longbench', 'hotpotqa'", code=2)
     # The longbench profile needs rows that name their LongBench dataset; said before any model loads.

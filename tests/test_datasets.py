@@ -134,9 +134,10 @@ def test_infbench_rows_qa_and_multiple_choice(tmp_path):
              "options": ["Paris", "Lisbon"]}]
     loaded = load_dataset(write_jsonl(tmp_path / "longbook_qa_eng.jsonl", rows), on_error="skip")
     qa, mc = loaded.examples
-    assert (qa.id, qa.task, qa.choices, qa.answers) == ("0", "qa", None, ["a sailor", "the sailor"])
-    assert (mc.id, mc.task, mc.choices, mc.answers) == ("1", "choice", ["Paris", "Lisbon", "Rome", "Oslo"],
+    assert (qa.id, qa.task, qa.choices, qa.answers) == ("0", "infbench/en.qa", None, ["a sailor", "the sailor"])
+    assert (mc.id, mc.task, mc.choices, mc.answers) == ("1", "infbench/en.mc", ["Paris", "Lisbon", "Rome", "Oslo"],
                                                         ["Lisbon"])
+    assert TASKS[qa.task].answer_tokens == TASKS[mc.task].answer_tokens == 64  # as the FB-RAG paper set them
     assert [e.line for e in loaded.errors] == [3] and "not one of the row's options" in loaded.errors[0].message
 
 

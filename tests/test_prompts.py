@@ -15,7 +15,7 @@ from ragfunnel.prompts import (
 @pytest.mark.parametrize("task", list(TASKS))
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_prompt_holds_context_question_and_cue(task, variant):
-    choices = ["red", "blue"] if task == "choice" else None
+    choices = ["red", "blue"] if TASKS[task].kind == "choice" else None
     p = build_prompt(task, variant, question="Which colour?", context="The sky was blue.", choices=choices)
     assert "The sky was blue." in p and "Which colour?" in p
     # The answer cue ends the prompt; a few-shot set's input ends with its own ("Type:"), shown as written.

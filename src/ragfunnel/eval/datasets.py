@@ -11,7 +11,8 @@ Question formats (``format=``):
                dataset LongBench knows (``qasper``, ``qmsum``, ...) picks its task ``longbench/<dataset>``
                (its prompt, answer limit and kind: qmsum is a summary), else the task is ``qa``
 ``infbench``   InfiniteBench (∞Bench) ``en.qa``/``en.mc``: ``id``, ``input``, ``context``, ``answer``
-               (list), ``options`` (multiple choice; the answer is the correct option's text)
+               (list), ``options`` (multiple choice; the answer is the correct option's text); tasks
+               ``infbench/en.qa`` and ``infbench/en.mc`` (64-token answers)
 ``jsonl``      ragfunnel's own: ``question``, ``answers`` (list) or ``answer`` (string; FlashRAG's
                ``golden_answers`` is read too), optional
                ``id``, ``context``, ``choices``, ``task``
@@ -247,7 +248,7 @@ def _infbench(record: dict, index: int) -> Example:
         context=_text(record, "context"),
         answers=answers,
         choices=choices,
-        task="choice" if choices else "qa",
+        task="infbench/en.mc" if choices else "infbench/en.qa",
     )
 
 

@@ -14,6 +14,7 @@ question about it, in any variant, from the kept state of that prefix.
 from __future__ import annotations
 
 from ragfunnel.errors import ConfigError
+from ragfunnel.prompts.infbench import INFBENCH_TASKS
 from ragfunnel.prompts.longbench import LONGBENCH_TASKS
 from ragfunnel.prompts.parsing import option_letters
 from ragfunnel.prompts.task import TaskPrompt
@@ -56,8 +57,8 @@ _GENERIC = [
         answer_tokens=8,
     ),
 ]
-# The generic tasks first (``--task`` lists them first), then LongBench's per-dataset ones.
-TASKS: dict[str, TaskPrompt] = {t.task: t for t in _GENERIC} | LONGBENCH_TASKS
+# The generic tasks first (``--task`` lists them first), then the benchmarks' own.
+TASKS: dict[str, TaskPrompt] = {t.task: t for t in _GENERIC} | LONGBENCH_TASKS | INFBENCH_TASKS
 
 VARIANTS = ("plain", "unanswerable", "rationale")
 
@@ -71,8 +72,8 @@ _RATIONALE = (
 def check_task(task: str) -> str:
     if task not in TASKS:
         generic = ", ".join(t.task for t in _GENERIC)
-        raise ConfigError(f"unknown task {task!r}; valid tasks: {generic}, or longbench/<dataset> "
-                          f"({', '.join(n.removeprefix('longbench/') for n in LONGBENCH_TASKS)})")
+        raise ConfigError(f"unknown task {task!r}; valid tasks: {generic}, {', '.join(INFBENCH_TASKS)}, or "
+                          f"longbench/<dataset> ({', '.join(n.removeprefix('longbench/') for n in LONGBENCH_TASKS)})")
     return task
 
 
