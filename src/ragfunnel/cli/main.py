@@ -347,27 +347,30 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
 @click.option("--embed-documents", is_flag=True,
               help="Also embed every document (bundled MiniLM), so the default funnel pre-ranker looks vectors up "
                    "instead of encoding each query's retrieved documents.")
+@click.option("--faiss", metavar="auto|flat|hnsw|ivf|ivfpq|none",
+              help="With --flat: a FAISS index over the passage vectors for `search --flat`. auto picks by size: exact "
+                   "flat up to 100k passages, hnsw up to 1M, ivf above, ivfpq when the vectors would fill half the "
+                   "memory [default: auto with the [faiss] extra installed, else none].")
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
 def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int,
-          embed_documents: bool, force: bool, as_json: bool) -> None:
+          embed_documents: bool, faiss: str | None, force: bool, as_json: bool) -> None:
     """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25."""
-    from dataclasses import asdict
-
     from ragfunnel.corpus.index import build_index
 
     journal.out_dir(out_dir)
     docs = load_corpus(corpus)
     m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
-                    passage_words=passage_words, embed_documents=embed_documents, force=force)
+                    passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, force=force)
     if as_json:
-        click.echo(json.dumps(asdict(m), indent=2))
+        click.echo(json.dumps(m.to_json(), indent=2))
         return
     size = sum(int(f["bytes"]) for f in m.files.values())
     vectors = "document vectors, " if m.document_vectors else ""
+    faiss_index = f"FAISS {m.faiss.describe()}, " if m.faiss else ""
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
                f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
-               f"{vectors}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
+               f"{vectors}{faiss_index}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
 
 
 @main.command()
@@ -375,7 +378,10 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @click.argument("question")
 @click.option("--funnel/--flat", default=True, show_default=True,
               help="Progressive FunnelRAG retrieval (BM25 clusters -> pre-ranked documents -> attention-ranked "
-                   "passages), or flat retrieval (MiniLM passage embeddings, exact search; needs `index --flat`).")
+                   "passages), or flat retrieval (MiniLM passage embeddings; needs `index --flat`): through the "
+                   "index's FAISS index when it has one, else exact search.")
+@click.option("--exact", is_flag=True, help="With --flat: exact search over every passage vector even when the index "
+                                            "has a FAISS index (the reference FAISS is measured against).")
 @click.option("--top-k", type=click.IntRange(1, 10_000), default=4, show_default=True, help="Passages to return.")
 @click.option("--top-clusters", type=click.IntRange(min=1),
               help="Funnel stage 1: clusters kept [default: 5% of them, 4..80].")
@@ -387,14 +393,16 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @click.option("--post-ranker", "post_ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
               help="Funnel stage 3 attention model: bundled:NAME, gguf:PATH, or a Hugging Face name or directory.")
 @click.option("--json", "as_json", is_flag=True, help="Results and per-stage timings as JSON.")
-def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_clusters: int | None, top_documents: int,
-           pre_ranker: str, post_ranker: str, as_json: bool) -> None:
+def search(index_dir: Path, question: str, funnel: bool, exact: bool, top_k: int, top_clusters: int | None,
+           top_documents: int, pre_ranker: str, post_ranker: str, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
     from ragfunnel.corpus.funnel import FunnelRetriever, flat_search
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.methods.base import check_question
 
     question = check_question(question)
+    if exact and funnel:
+        raise ConfigError("--exact goes with --flat (the funnel searches no passage vectors)")
     ix = CorpusIndex(index_dir)
     if funnel:
         from ragfunnel.retrieve.attention import load_post_ranker
@@ -405,15 +413,15 @@ def search(index_dir: Path, question: str, funnel: bool, top_k: int, top_cluster
                                     top_documents=top_documents, top_passages=top_k)
         found = retriever.search(question).to_dict()
     else:
-        found = flat_search(ix, question, top_k).to_dict()
+        found = flat_search(ix, question, top_k, exact=exact).to_dict()
     results, stages = found["results"], found["stages"]
     if as_json:
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))
         return
     for rank, r in enumerate(results, start=1):
         click.echo(f"{rank}. [{r['score']:.4g}] {r['title']}: {' '.join(r['text'].split())[:200]}")
-    click.echo("-- " + "; ".join(f"{s['name']} {s['n_in']} -> {s['n_out']} in {s['seconds']:.2f}s" for s in stages),
-               err=True)
+    click.echo("-- " + "; ".join(f"{s['name']} {s['n_in']} -> {s['n_out']} in {s['seconds']:.2f}s"
+                                 + (f" ({s['search']})" if "search" in s else "") for s in stages), err=True)
 
 
 main.add_command(funnel_group)

@@ -44,20 +44,22 @@ class SearchResult:
         """The JSON view shown by `ragfunnel search --json` and the server's /v1/search."""
         return {"results": [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)}
                             for h in self.results],
-                "stages": [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out}
+                "stages": [{"name": s.name, "seconds": round(s.seconds, 4), "n_in": s.n_in, "n_out": s.n_out,
+                            **({"search": s.detail["search"]} if "search" in s.detail else {})}  # flat: exact or FAISS
                            for s in self.stages]}
 
 
-def flat_search(index: CorpusIndex, question: str, top_k: int) -> SearchResult:
-    """Flat exact dense retrieval over the index's passages (an index built with ``--flat``)."""
+def flat_search(index: CorpusIndex, question: str, top_k: int, *, exact: bool = False) -> SearchResult:
+    """Flat dense retrieval over the index's passages (an index built with ``--flat``): through its FAISS
+    index when it has one, else (or with ``exact``) exact search over every passage vector."""
     started = time.perf_counter()
-    best, scores = index.flat_search(question, top_k)
+    best, scores = index.flat_search(question, top_k, exact=exact)
     hits = []
     for position, score in zip(best, scores, strict=True):
         doc, text = index.passage(int(position))
         hits.append(Hit(doc.id, doc.title, text, float(score)))
     stage = StageTrace(name="flat_dense", seconds=time.perf_counter() - started, n_in=index.manifest.passages,
-                       n_out=len(hits))
+                       n_out=len(hits), detail={"search": "exact" if exact else index.flat_search_kind})
     return SearchResult(hits, [stage])
 
 

@@ -13,6 +13,10 @@ own fields too, and its counts must match the arrays it describes):
 ``flat.spans.npy``           with ``flat``: (document, first char, end char) of every passage of
                              ``passage_words`` words, the flat-retrieval baseline's units
 ``flat.vectors.npy``         with ``flat``: their MiniLM embeddings (float32, unit length)
+``flat.faiss``               with ``faiss``: a FAISS index over them, its type and parameters in the
+                             manifest's ``faiss`` (``ragfunnel.retrieve.faiss_search``); exact numpy
+                             search over ``flat.vectors.npy`` stays the reference, and the search
+                             used without the ``[faiss]`` extra
 ``documents.vectors.npy``    with ``embed_documents``: every document's MiniLM embedding (float32, unit
                              length), which the bi-encoder pre-ranker reads instead of encoding
 
@@ -36,6 +40,8 @@ from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.retrieve.bm25 import BM25Index, TokenIds, index_token_ids, tokenize_ids
+from ragfunnel.retrieve.faiss_search import CHOICES as FAISS_CHOICES
+from ragfunnel.retrieve.faiss_search import FaissConfig, FaissIndex, faiss_installed, import_faiss
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document
@@ -52,6 +58,7 @@ _BM25_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.
 REQUIRED_FILES = ("documents.jsonl", "documents.offsets.npy", "clusters.members.npy", "clusters.offsets.npy",
                   *(f"{bm25}/{name}" for bm25 in ("clusters.bm25", "documents.bm25") for name in _BM25_FILES))
 FLAT_FILES = ("flat.spans.npy", "flat.vectors.npy")
+FAISS_FILE = "flat.faiss"  # with a FAISS index over flat.vectors.npy (manifest.faiss)
 _JSON_TYPES = {"str": str, "int": int, "float": (int, float)}  # a field's annotation -> the Python types JSON gives
 
 
@@ -72,6 +79,9 @@ class Manifest:
     passage_words: int
     build_seconds: float
     files: dict[str, dict[str, int | str]]
+    # The FAISS index over the flat vectors (FAISS_FILE), or None. Left out of the checksum when None, so
+    # manifests written before it existed still match theirs.
+    faiss: FaissConfig | None = None
     # SHA-256 of every other field (canonical JSON), computed here; a manifest edited by hand no longer matches it.
     manifest_sha256: str = field(init=False)
 
@@ -92,6 +102,12 @@ class Manifest:
                     and not isinstance(entry["bytes"], bool) and isinstance(entry.get("sha256"), str)):
                 raise ValueError(f"the entry of {name!r} is not {{\"bytes\": int, \"sha256\": str}}")
         needed = [*REQUIRED_FILES, *(FLAT_FILES if self.passages else ())]
+        if self.faiss is not None:
+            if not isinstance(self.faiss, FaissConfig):
+                raise ValueError(f"'faiss' is {type(self.faiss).__name__}, not a FAISS index description")
+            if not self.passages:
+                raise ValueError("'faiss' describes an index over flat passages, but 'passages' is 0")
+            needed.append(FAISS_FILE)
         if missing := [name for name in needed if name not in self.files]:
             raise ValueError(f"'files' does not list {missing[0]}")
         object.__setattr__(self, "manifest_sha256", self.fields_sha256())
@@ -99,7 +115,18 @@ class Manifest:
     def fields_sha256(self) -> str:
         """SHA-256 of the canonical JSON (sorted keys, no spaces) of every field but ``manifest_sha256``."""
         fields_ = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        if self.faiss is None:
+            del fields_["faiss"]
+        else:
+            fields_["faiss"] = asdict(self.faiss)
         return hashlib.sha256(json.dumps(fields_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    def to_json(self) -> dict:
+        """The manifest as written to ``manifest.json`` (no ``faiss`` key when the index has no FAISS file)."""
+        data = asdict(self)
+        if self.faiss is None:
+            del data["faiss"]
+        return data
 
     @property
     def document_vectors(self) -> bool:
@@ -114,8 +141,10 @@ class Manifest:
         names = {f.name for f in fields(cls) if f.init}
         if unexpected := sorted(set(given) - names):
             raise ValueError(f"unexpected fields: {', '.join(map(repr, unexpected))}")
-        if missing := sorted(names - set(given)):
+        if missing := sorted(names - set(given) - {"faiss"}):
             raise ValueError(f"missing fields: {', '.join(missing)}")
+        if given.get("faiss") is not None:
+            given["faiss"] = FaissConfig.from_json(given["faiss"])
         return cls(**given)
 
 
@@ -170,21 +199,33 @@ def build_index(
     flat: bool = False,
     passage_words: int = 100,
     embed_documents: bool = False,
+    faiss: str | None = None,
     force: bool = False,
 ) -> Manifest:
-    """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is."""
+    """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is.
+
+    ``faiss`` (with ``flat``): a FAISS index over the passage vectors, ``auto`` (its type by corpus size,
+    ``faiss_search.choose_kind``), ``flat``, ``hnsw``, ``ivf``, ``ivfpq``, or ``none``. Left unset, it is
+    ``auto`` when the ``[faiss]`` extra is installed and ``none`` otherwise; set, it needs the extra.
+    """
     out = Path(out)
     if max_cluster_tokens < 1:
         raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
+    if faiss is not None and faiss not in FAISS_CHOICES:
+        raise ConfigError(f"unknown FAISS index type {faiss!r}; valid: {', '.join(FAISS_CHOICES)}")
+    if faiss not in (None, "none") and not flat:
+        raise ConfigError(f"--faiss {faiss} indexes the flat passages' vectors; pass --flat too")
+    if faiss not in (None, "none"):
+        import_faiss()  # a missing extra stops here, before any work
     digest = content_sha256(docs)
     if (out / MANIFEST).exists() and not force:
         try:
             old = _read_manifest(out)
         except InputError:
             old = None  # damaged, or from another ragfunnel: rebuilt only when asked
-        if old is not None and (old.content_sha256, old.max_cluster_tokens, old.passage_words,
-                                old.document_vectors) == (digest, max_cluster_tokens, passage_words if flat else 0,
-                                                          embed_documents):
+        if old is not None and _faiss_matches(old, faiss) and (
+                old.content_sha256, old.max_cluster_tokens, old.passage_words, old.document_vectors) == (
+                digest, max_cluster_tokens, passage_words if flat else 0, embed_documents):
             log.info("%s is up to date with %s", out, source)
             return old
         raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; pass --force "
@@ -215,6 +256,12 @@ def build_index(
     log.info("indexing %d documents with BM25", len(docs))
     _write_bm25(tokens, tmp / "documents.bm25")
     n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
+    faiss_config = None
+    if flat and (faiss or ("auto" if faiss_installed() else "none")) != "none":
+        from ragfunnel.retrieve.faiss_search import build as build_faiss
+
+        faiss_config = build_faiss(np.load(tmp / "flat.vectors.npy", mmap_mode="r"), tmp / FAISS_FILE, faiss or "auto")
+        log.info("FAISS index over %d passages: %s", n_passages, faiss_config.describe())
     if embed_documents:
         np.save(tmp / DOCUMENT_VECTORS, _embed([d.render() for d in docs], "embed documents"))
     manifest = Manifest(
@@ -224,12 +271,21 @@ def build_index(
         links_outside=sum(1 for d in docs for t in d.links if t not in titles),
         oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
         passages=n_passages, passage_words=passage_words if flat else 0,
-        build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp),
+        build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp), faiss=faiss_config,
     )
-    (tmp / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2))
+    (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=2))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return manifest
+
+
+def _faiss_matches(old: Manifest, faiss: str | None) -> bool:
+    """Whether an index's FAISS file is what ``faiss`` asks for (unset: whatever it has)."""
+    if faiss is None:
+        return True
+    if faiss == "none":
+        return old.faiss is None
+    return old.faiss is not None and faiss in ("auto", old.faiss.kind)
 
 
 def cluster_text(docs: list[Document], members: list[int]) -> str:
@@ -302,6 +358,8 @@ class CorpusIndex:
             self._vectors = self._array("flat.vectors.npy", m.passages)
         # The bundled MiniLM's embedding of every document, row i for document(i); None if not built.
         self.document_vectors = self._array(DOCUMENT_VECTORS, m.documents) if m.document_vectors else None
+        self._faiss: FaissIndex | None = None  # opened on the first flat search that uses it
+        self._faiss_unavailable = False  # the index has one, but the [faiss] extra is not installed
         self._documents = (self.root / "documents.jsonl").open("rb")
 
     def _array(self, name: str, rows: int) -> np.ndarray:
@@ -310,17 +368,18 @@ class CorpusIndex:
         try:
             array = np.load(path, mmap_mode="r")
         except (OSError, ValueError) as e:
-            raise InputError(f"{path} is not a readable numpy array ({e}); {_rebuild(self.root)}") from None
+            raise InputError(f"{path} is not a readable numpy array ({e}); {_rebuild(self.root, self.manifest)}"
+                             ) from None
         if array.shape[:1] != (rows,):
             raise InputError(f"{path} has {array.shape[0] if array.ndim else 0} rows where the manifest implies "
-                             f"{rows}; {_rebuild(self.root)}")
+                             f"{rows}; {_rebuild(self.root, self.manifest)}")
         return array
 
     def _bm25(self, name: str, rows: int) -> BM25Index:
         index = BM25Index.load(self.root / name)
         if len(index) != rows:
             raise InputError(f"{self.root / name} scores {len(index)} texts where the manifest implies {rows}; "
-                             f"{_rebuild(self.root)}")
+                             f"{_rebuild(self.root, self.manifest)}")
         return index
 
     def __len__(self) -> int:
@@ -361,17 +420,52 @@ class CorpusIndex:
         d = self.document(doc)
         return d, d.text[start:end]
 
-    def flat_search(self, question: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Flat baseline: (passage indices, cosine scores) of the ``k`` passages nearest the question."""
+    def flat_search(self, question: str, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Flat baseline: (passage indices, cosine scores) of the ``k`` passages nearest the question
+        (``nearest_passages``: through FAISS when the index has it, unless ``exact``)."""
         if not self.manifest.passages:
             raise ConfigError(f"{self.root} was built without flat passages; rebuild it with "
                               "`ragfunnel index CORPUS --out DIR --flat --force`")
         from ragfunnel.retrieve.embed import bundled_embedder
 
         (query,) = bundled_embedder().encode([question])
-        return nearest(self._vectors, query, k)
+        return self.nearest_passages(query, k, exact=exact)
+
+    @property
+    def flat_search_kind(self) -> str:
+        """How ``flat_search`` searches: ``exact`` (numpy over every vector) or ``faiss KIND``."""
+        return "exact" if self.manifest.faiss is None or not faiss_installed() else f"faiss {self.manifest.faiss.kind}"
+
+    def nearest_passages(self, query: np.ndarray, k: int, *, exact: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(passage indices, cosine scores) of the ``k`` passages nearest a unit ``query`` vector, best first.
+
+        Through the index's FAISS file when it has one (and ``exact`` is not asked): FAISS picks the
+        candidates, which are re-scored exactly from the stored vectors, so scores and tie order are those
+        of exact search. Without one, or without the ``[faiss]`` extra, exact numpy search over every vector.
+        """
+        faiss_index = None if exact else self._faiss_index()
+        if faiss_index is None:
+            return nearest(self._vectors, query, k)
+        return faiss_index.search(query, k, vectors=self._vectors)
+
+    def _faiss_index(self) -> FaissIndex | None:
+        """The index's FAISS file, opened on first use; None without one or without the extra (said once)."""
+        config = self.manifest.faiss
+        if self._faiss is None and config is not None and not self._faiss_unavailable:
+            if not faiss_installed():
+                self._faiss_unavailable = True
+                log.warning("%s has a FAISS index but FAISS is not installed, so every vector is searched; "
+                            "install it with: pip install 'ragfunnel[faiss]'", self.root)
+                return None
+            try:
+                self._faiss = FaissIndex(self.root / FAISS_FILE, config, rows=self.manifest.passages,
+                                         dim=self._vectors.shape[1])
+            except InputError as e:
+                raise InputError(f"{e}; {_rebuild(self.root, self.manifest)}") from None
+        return self._faiss
 
     def close(self) -> None:
+        self._faiss = None
         self._documents.close()
 
 
@@ -380,8 +474,14 @@ def nearest(vectors: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray,
     return best_k(np.asarray(vectors @ query, dtype=np.float64), k)
 
 
-def _rebuild(root: Path) -> str:
-    return f"rebuild it with `ragfunnel index CORPUS --out {root} --force`"
+def _rebuild(root: Path, manifest: Manifest | None = None) -> str:
+    """The fix for a damaged index: the command that rebuilds it, with the options ``manifest`` says it had."""
+    options = ""
+    if manifest is not None:
+        options += "".join((" --flat" if manifest.passages else "",
+                            f" --faiss {manifest.faiss.kind}" if manifest.faiss else "",
+                            " --embed-documents" if manifest.document_vectors else ""))
+    return f"rebuild it with `ragfunnel index CORPUS --out {root}{options} --force`"
 
 
 def _read_manifest(root: Path) -> Manifest:
@@ -419,8 +519,9 @@ def _verify(root: Path, manifest: Manifest) -> None:
     for name, want in manifest.files.items():
         path = root / name
         if not path.resolve().is_relative_to(inside):  # a symlink planted in the index
-            raise InputError(f"{path} leads outside the index directory; {_rebuild(root)}")
+            raise InputError(f"{path} leads outside the index directory; {_rebuild(root, manifest)}")
         if not path.is_file():
-            raise InputError(f"{path} is missing from the index; {_rebuild(root)}")
+            raise InputError(f"{path} is missing from the index; {_rebuild(root, manifest)}")
         if path.stat().st_size != want["bytes"] or file_sha256(path) != want["sha256"]:
-            raise InputError(f"{path} is corrupted (its checksum does not match the manifest); {_rebuild(root)}")
+            raise InputError(f"{path} is corrupted (its checksum does not match the manifest); "
+                             f"{_rebuild(root, manifest)}")
