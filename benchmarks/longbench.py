@@ -149,6 +149,32 @@ def table(run_dirs: list[Path]) -> tuple[str, dict]:
     return "\n".join(lines), results
 
 
+# The switches measured against today's defaults, and the comparisons the paper's Table 1 makes.
+PAIRS = [("fb-raw", "fb"), ("fb-6k", "fb"), ("fb-f", "fb"), ("fb", "op"), ("lc", "op"), ("auto", "lc")]
+
+
+def paired(run_dirs: list[Path]) -> tuple[str, dict]:
+    """Per-example differences (×100) of each pair over every example both ran, with wins/ties/losses."""
+    scores: dict[str, dict[tuple[str, str], float]] = {}
+    for d in run_dirs:
+        for r in load_eval(d).rows:
+            if r.error is None:
+                scores.setdefault(r.method, {})[(d.name, r.example_id)] = 100 * r.metrics["longbench"]
+    lines = ["| comparison | examples | mean difference | wins / ties / losses |", "|---|---|---|---|"]
+    out = {}
+    for a, b in PAIRS:
+        both = sorted(set(scores.get(a, {})) & set(scores.get(b, {})))
+        if not both:
+            continue
+        diffs = [scores[a][k] - scores[b][k] for k in both]
+        wins, losses = sum(x > 1e-9 for x in diffs), sum(x < -1e-9 for x in diffs)
+        out[f"{a} - {b}"] = {"n": len(both), "mean": statistics.fmean(diffs), "wins": wins,
+                             "ties": len(both) - wins - losses, "losses": losses}
+        lines.append(f"| {a} − {b} | {len(both)} | {statistics.fmean(diffs):+.2f} | "
+                     f"{wins} / {len(both) - wins - losses} / {losses} |")
+    return "\n".join(lines), out
+
+
 def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.2f}"
 
@@ -182,12 +208,13 @@ def main() -> None:
     run_dirs = sorted((d for d in args.out.iterdir() if (d / "rows.jsonl").exists()), key=lambda d: d.name)
     write_report(run_dirs, args.out / "report", metric="longbench")
     text, results = table(run_dirs)
+    pairs_text, pairs = paired(run_dirs)
     summary = {"date": date.today().isoformat(), "machine": f"{platform.machine()}, {platform.python_version()}",
                "ragfunnel": __version__, "settings": {**BASE, "methods": METHODS},
                "metrics": {d: longbench_metric(d) for d in map(dataset_of, run_dirs)},
-               "results": results, "paper_table1": PAPER}
+               "results": results, "paired": pairs, "paper_table1": PAPER}
     (args.out / "longbench.json").write_text(json.dumps(summary, indent=2))
-    print(text)
+    print(text + "\n\n" + pairs_text)
 
 
 if __name__ == "__main__":
