@@ -120,3 +120,16 @@ def test_a_run_that_recorded_no_method_options_has_no_budgets(tmp_path):
     run_eval(exs, {"op": make_method("op", strong=llm, budget=20, chunk_words=20)}, tmp_path,
              config={"options": {"budget": 20}}, progress=False)  # as runs were recorded before
     assert [s.budget for s in summarise_run(tmp_path)] == [None]
+
+
+def test_latency_counts_only_rows_whose_calls_ran(tmp_path):
+    make_run(tmp_path / "run", 60)
+    rows = [json.loads(x) for x in (tmp_path / "run" / ROWS_FILE).read_text().splitlines()]
+    lc = [r for r in rows if r["method"] == "lc"]
+    lc[0]["trace"]["seconds"] = 100.0  # ran
+    for r in lc[1:]:  # answered from the call cache: a lookup's seconds
+        r["trace"]["seconds"] = 0.01
+        r["trace"]["stages"][0]["detail"]["cached"] = True
+    (tmp_path / "run" / ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (summary,) = [s for s in summarise_run(tmp_path / "run") if s.method == "lc"]
+    assert (summary.cached, summary.seconds_mean) == (2, 100.0)
