@@ -54,9 +54,12 @@ def dataset(tmp_path) -> Path:
 
 
 def start_eval(dataset: Path, out: Path, port: int, *extra: str) -> subprocess.Popen:
+    # Ctrl-C as at a terminal: a suite started in the background (`pytest &`) hands its children SIGINT
+    # ignored, which Python then keeps ignoring.
     return subprocess.Popen([RAGFUNNEL, "eval", str(dataset), "--methods", "lc", "--out", str(out),
                              "--strong", f"openai:http://127.0.0.1:{port}/v1#m", "--no-cache", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def rows_in(out: Path, name: str = ROWS_FILE) -> list[dict]:
