@@ -65,3 +65,13 @@ def chunked_model(tmp_path, monkeypatch):
     yield model, whole
     for name in ("rf_test_part1", "rf_test_part2"):
         sys.modules.pop(name, None)
+
+
+@pytest.fixture(scope="module")
+def faiss():
+    """FAISS on one thread (a benchmark may share the machine), restored afterwards."""
+    module = pytest.importorskip("faiss", reason="needs the [faiss] extra")
+    threads = module.omp_get_max_threads()
+    module.omp_set_num_threads(1)
+    yield module
+    module.omp_set_num_threads(threads)

@@ -20,15 +20,6 @@ def clustered(n: int, seed: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.fixture(scope="module")
-def faiss():
-    """FAISS on one thread (a benchmark may share the machine), restored afterwards."""
-    module = pytest.importorskip("faiss", reason="needs the [faiss] extra")
-    threads = module.omp_get_max_threads()
-    module.omp_set_num_threads(1)
-    yield module
-    module.omp_set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def corpus():

@@ -37,14 +37,6 @@ def synthetic_embeddings(monkeypatch):
     monkeypatch.setattr("ragfunnel.corpus.index._embed", lambda texts, desc: clustered(len(texts), seed=11))
 
 
-@pytest.fixture
-def faiss():
-    module = pytest.importorskip("faiss", reason="needs the [faiss] extra")
-    threads = module.omp_get_max_threads()
-    module.omp_set_num_threads(1)
-    yield module
-    module.omp_set_num_threads(threads)
-
 
 @pytest.fixture
 def without_faiss(monkeypatch):
