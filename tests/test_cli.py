@@ -204,7 +204,7 @@ def test_eval_runs_and_resumes_on_real_hotpotqa(tmp_path):
     if not HOTPOT.exists():
         pytest.skip("shared data absent")
     args = ["eval", str(HOTPOT), "--methods", "op,vanilla", "--strong", "bundled:smollm2-135m", "--budget", "400",
-            "--chunk-words", "100", "--out", str(tmp_path / "run")]
+            "--chunk-words", "100", "--no-cache", "--out", str(tmp_path / "run")]  # timed rows, whatever ran before
     r = run(*args, "--limit", "2")
     assert r.returncode == 0, r.stderr
     assert "op" in r.stdout and "f1" in r.stdout
