@@ -13,17 +13,59 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from ragfunnel.errors import Interrupted, RagfunnelError
+from ragfunnel.errors import ConfigError, Interrupted, RagfunnelError
 from ragfunnel.journal import left_work_running
+
+if TYPE_CHECKING:
+    from ragfunnel.ray_cluster import RayOptions
 
 timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
     help="openai: servers: wait this long for an answer; a call (retries included) gives up after 1.5x "
          "[default: 300].")
+
+
+_RAY_DEFAULT = "(join or start)"  # --ray without an address: Ray's own choice
+
+
+def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that run a command's pairs on a Ray cluster (read them with :func:`ray_from`)."""
+    for option in reversed([
+        click.option("--ray", "ray_address", is_flag=False, flag_value=_RAY_DEFAULT, metavar="[ADDRESS]",
+                     help="Run the pairs on Ray workers; this process alone writes --out. Without ADDRESS: the "
+                          "cluster in RAY_ADDRESS or started here by `ray start`, else a new local one; or HOST:PORT, "
+                          "ray://HOST:PORT, local. Needs pip install 'ragfunnel[ray]'. Put it after DATASET."),
+        click.option("--ray-actors", type=click.IntRange(min=1), metavar="N",
+                     help="Ray workers, each loading the models once [default: the cluster's CPUs / --ray-cpus]."),
+        click.option("--ray-cpus", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+                     help="CPUs each Ray worker reserves; in-process models use as many threads."),
+        click.option("--ray-gpus", type=click.FloatRange(min=0), default=0, show_default=True, metavar="G",
+                     help="GPUs each Ray worker reserves (for models that run on them, e.g. an embedder)."),
+    ]):
+        command = option(command)
+    return command
+
+
+def ray_from(given: dict[str, Any]) -> RayOptions | None:
+    """The Ray options among ``given`` (removing them); None without --ray. Fails now, in one line, if Ray is
+    not installed or a named head node cannot be reached."""
+    from ragfunnel.ray_cluster import RayOptions, check_address, import_ray
+
+    address = given.pop("ray_address", None)
+    actors, cpus, gpus = given.pop("ray_actors", None), given.pop("ray_cpus", 1), given.pop("ray_gpus", 0)
+    if address is None:
+        if actors is not None:
+            raise ConfigError("--ray-actors sizes a Ray run; pass --ray too")
+        return None
+    import_ray()
+    address = None if address == _RAY_DEFAULT else address
+    check_address(address)
+    return RayOptions(address=address, actors=actors, cpus=cpus, gpus=gpus)
 
 
 def model_settings(given: dict[str, Any]) -> None:

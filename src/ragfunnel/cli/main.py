@@ -15,7 +15,7 @@ import click
 
 from ragfunnel import __version__, journal
 from ragfunnel.cli.cache import cache
-from ragfunnel.cli.common import Group, model_settings, timeout_option
+from ragfunnel.cli.common import Group, model_settings, ray_from, ray_options, timeout_option
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
@@ -72,7 +72,8 @@ def method_options(command: Callable) -> Callable:
         click.option("--light", metavar="SPEC",
                      help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b]."),
         click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
-                     "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL."),
+                     "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL, "
+                     "openai:URL1,URL2#MODEL (servers taking turns)."),
         click.option("--budget", type=click.IntRange(min=1),
                      help="Tokens of context the answering model reads [default: 1500]."),
         click.option("--stage1-budget", type=click.IntRange(min=1),
@@ -253,12 +254,16 @@ def models(prepare: bool, verify: bool, as_json: bool) -> None:
 @click.option("--context-words", type=click.IntRange(min=1),
               help="Build long contexts: hide each example's own passages among --corpus passages until "
                    "the context holds this many words (fixed shuffle per --seed and example).")
+@ray_options
 @method_options
 def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: bool, limit: int | None, fmt: str,
                  on_error: str, task: str | None, metric_profile: str, workers: int, corpus: Path | None,
                  context_words: int | None, **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     model_settings(given)
+    ray = ray_from(given)
+    if ray is not None and workers > 1:
+        raise ConfigError("--workers runs pairs in threads of this process, --ray on Ray workers; pass one of them")
     names = [m.strip() for m in method_names.split(",") if m.strip()]
     wrong = [m for m in names if m not in CONTEXT_METHODS]
     if wrong or not names:
@@ -298,8 +303,8 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     if corpus is not None:
         config |= {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_of_file(corpus),
                    "context_words": context_words}
-    result = run_eval(examples, methods, run_dir, config=config, workers=workers, retry_failed=retry_failed,
-                      metric_profile=metric_profile)
+    result = run_eval(examples, methods, run_dir, config=config, workers=workers, ray=ray,
+                      retry_failed=retry_failed, metric_profile=metric_profile)
     click.echo(_eval_table(result.rows, names), err=False)
     if loaded.errors:
         click.echo(f"{len(loaded.errors)} dataset row(s) skipped; first: {loaded.errors[0]}", err=True)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from ragfunnel import __version__
-from ragfunnel.cli.common import Command, Group, model_settings, timeout_option
+from ragfunnel.cli.common import Command, Group, model_settings, ray_from, ray_options, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY, check_free, out_file
@@ -48,7 +48,7 @@ from ragfunnel.scaling.grid import (
 )
 from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, Scored, leave_one_dataset_out
 from ragfunnel.scaling.planner import PlanChoice, TokenEstimator, candidate_space, rank, token_costs
-from ragfunnel.scaling.sizing import first_call_sizes, method_for
+from ragfunnel.scaling.sizing import GridMethods, first_call_sizes, method_for, open_index
 
 SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
 FIT_FILE = "allocation.json"
@@ -102,7 +102,7 @@ def _demonstrations(path: Path | None) -> list[Demonstration]:
 @click.option("--demonstrations", "demonstrations_path", type=click.Path(path_type=Path),
               help="Demonstrations file (needed when some m > 0).")
 @click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
-              help="Answering model: bundled:NAME, gguf:PATH or openai:URL#MODEL.")
+              help="Answering model: bundled:NAME, gguf:PATH, openai:URL#MODEL or openai:URL1,URL2#MODEL.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
               help="Dataset format.")
@@ -118,16 +118,17 @@ def _demonstrations(path: Path | None) -> list[Demonstration]:
 @click.option("--retry-failed/--no-retry-failed", default=True, show_default=True,
               help="On resume, answer the pairs that failed before again (or leave them failed).")
 @_metric_option
+@ray_options
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
          task: str | None, keep_cache: bool, retry_failed: bool, metric: str, **given: Any) -> None:
     """Answer DATASET's questions under every configuration within the budgets, one row per
     (question, configuration); then write the optimal-performance table and plot into --out."""
-    from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
     from ragfunnel.llm.registry import check_backends, model_identity, resolve
 
     model_settings(given)
+    ray = ray_from(given)
     check_free(run_dir)  # before the slow setup: a second writer stops here
     limits = parse_budgets(budgets)
     configs = default_grid([s.strip() for s in strategies.split(",") if s.strip()],
@@ -139,7 +140,7 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     tasks = sorted({e.task for e in examples})
     task = task or tasks[0]
     check_backends([model])  # a server that is down stops the run here, before any row
-    index, llm = CorpusIndex(index_dir), resolve(model)
+    index, llm = open_index(str(index_dir.resolve())), resolve(model)
     demos = _demonstrations(demonstrations_path)
 
     def build(config: Config, answering: LLM) -> Answerer:
@@ -155,8 +156,9 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
             "demonstrations": str(demonstrations_path.resolve()) if demonstrations_path else None, "task": task,
             "limit": limit, "budgets": limits, "strategies": strategies, "documents": documents, "shots": shots,
             "iterations": iterations, "models": {model: model_identity(model)}, VERSION_KEY: __version__}
-    result = run_grid(examples, chosen, lambda c: build(c, llm), run_dir, config_meta=meta,
-                      cold_caches=not keep_cache, retry_failed=retry_failed)
+    methods = GridMethods(str(index_dir.resolve()), model, tuple(demos), task)
+    result = run_grid(examples, chosen, methods, run_dir, config_meta=meta, cold_caches=not keep_cache,
+                      retry_failed=retry_failed, ray=ray)
     failed = [r for r in result.rows if r.error is not None]
     click.echo(f"{result.written} answers written, {len(result.rows)} in {run_dir}, {len(failed)} failed", err=True)
     if failed and len(failed) == len(result.rows):

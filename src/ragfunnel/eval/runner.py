@@ -32,6 +32,7 @@ from ragfunnel.eval.official_metrics import hotpotqa_scores, longbench_score
 from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
 from ragfunnel.prompts import task_kind
+from ragfunnel.ray_cluster import RayOptions, ray_drain
 from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Example, Prediction
 
@@ -223,6 +224,26 @@ def load_eval(run_dir: str | Path) -> RunState[EvalRow]:
     return load_run(Path(run_dir), EvalRow.from_json, command="ragfunnel eval")
 
 
+@dataclass(frozen=True)
+class EvalPairs:
+    """Runs one (example, method) pair into its row; picklable, so Ray workers can run it too."""
+
+    methods: dict[str, Any]
+    profile: str
+    cold: bool  # every pair starts with cold prompt caches (see :func:`reset_loaded`)
+
+    def __call__(self, pair: tuple[Example, str]) -> EvalRow:
+        example, name = pair
+        if self.cold:  # so latencies do not depend on the order methods ran in
+            reset_loaded()
+        return _row(example, name, lambda: self.methods[name].run(example.question, example.context or "",
+                                                                   choices=example.choices), self.profile)
+
+    def failed(self, pair: tuple[Example, str], message: str) -> EvalRow:
+        example, name = pair
+        return EvalRow(example.id, name, {}, question=example.question, error=message)
+
+
 def run_eval(
     examples: Iterable[Example],
     methods: dict[str, Any],
@@ -230,6 +251,7 @@ def run_eval(
     *,
     config: dict[str, Any],
     workers: int = 1,
+    ray: RayOptions | None = None,
     retry_failed: bool = True,
     metric_profile: str = "ragfunnel",
     progress: bool = True,
@@ -241,7 +263,10 @@ def run_eval(
     unless ``retry_failed`` is False. ``metric_profile`` picks the scoring (see :func:`score`).
     ``workers`` > 1 runs pairs concurrently (useful with server
     backends; in-process models serialise anyway). With one worker, every pair starts with cold
-    prompt caches (see :func:`reset_loaded`). A backend that cannot be reached stops the run
+    prompt caches (see :func:`reset_loaded`). ``ray`` runs the pairs on Ray actors instead, one pair
+    at a time each, cold as with one worker; this process still writes every row (the methods must
+    be picklable: those :func:`~ragfunnel.methods.make_method` builds from spec strings are).
+    A backend that cannot be reached stops the run
     (:class:`BackendUnavailable`) and Ctrl-C stops it (:class:`Interrupted`); finished rows stay.
     """
     if workers < 1:
@@ -255,15 +280,10 @@ def run_eval(
     with RunDir(run_dir, config, EvalRow.from_json, command="ragfunnel eval",
                 implied={"metric_profile": "ragfunnel"}) as run:
         todo = run.todo([((e.id, name), (e, name)) for e in examples for name in methods], retry_failed=retry_failed)
-
-        def job(pair: tuple[Example, str]) -> EvalRow:
-            example, name = pair
-            if workers == 1:  # cold start per pair, so latencies do not depend on the order methods ran in
-                reset_loaded()
-            return _row(example, name, lambda: methods[name].run(example.question, example.context or "",
-                                                                  choices=example.choices),
-                        metric_profile)
-
+        job = EvalPairs(methods, metric_profile, cold=workers == 1 or ray is not None)
         with tqdm(total=len(todo), desc=f"eval {run.path.name}", unit="row", disable=not progress) as bar:
-            drain(todo, job, run.record, workers=workers, on_row=lambda row: bar.update())
+            if ray is None:
+                drain(todo, job, run.record, workers=workers, on_row=lambda row: bar.update())
+            else:
+                ray_drain(todo, job, run.record, options=ray, on_row=lambda row: bar.update())
         return RunResult(rows=run.state.rows, written=len(todo))

@@ -8,6 +8,7 @@ llama.cpp backend reuses the prompt's KV state, HTTP backends send ``n``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -20,6 +21,19 @@ if TYPE_CHECKING:
     from ragfunnel.llm.call_cache import CallCache
 
 log = logging.getLogger(__name__)
+
+THREADS_VARIABLE = "RAGFUNNEL_THREADS"
+
+
+def cpu_threads() -> int:
+    """CPU threads for an in-process model: ``RAGFUNNEL_THREADS`` if set (a Ray worker sets its share),
+    else every core."""
+    value = os.environ.get(THREADS_VARIABLE, "")
+    if value.strip():
+        if not value.strip().isdigit() or int(value) < 1:
+            raise ConfigError(f"{THREADS_VARIABLE}={value!r} is not a positive whole number; fix it or unset it")
+        return int(value)
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

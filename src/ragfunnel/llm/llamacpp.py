@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfunnel.errors import ConfigError, MissingExtra, ModelError
-from ragfunnel.llm.base import BaseLLM, SamplingParams
+from ragfunnel.llm.base import BaseLLM, SamplingParams, cpu_threads
 from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore, PrefixState, prefix_key
 from ragfunnel.types import Completion
 
@@ -131,7 +130,7 @@ class LlamaCppLLM(BaseLLM):
         self.name = name or self.model_path.name
         self._sha256 = sha256  # known for bundled models (verified on assembly); hashed on demand otherwise
         self._n_ctx = n_ctx
-        self._n_threads = n_threads or os.cpu_count() or 1
+        self._n_threads = n_threads or cpu_threads()
         self._n_batch = n_batch
         self._llama: Any = None
         self._template: Any = None  # the model's chat template (None: prompts go in as plain text)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError
@@ -15,6 +18,7 @@ from ragfunnel.types import Completion
 log = logging.getLogger(__name__)
 
 _RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+_DOWN_STATUS = {500, 502, 503, 504}  # the server, not the request, is failing: another server may answer
 _DEFAULT_WINDOW = 8192
 _CHARS_PER_TOKEN = 4
 _REFUSED = re.compile(r"HTTP (400|422)\b")  # only when the server exposes no tokenizer; logged once as an estimate
@@ -32,11 +36,19 @@ class OpenAICompatibleLLM(BaseLLM):
     ``connect_timeout`` how long to wait for the connection, and ``deadline`` (default 1.5 x
     ``timeout``) how long one request may go on failing, retries and backoff included: a server that
     accepts connections and never answers costs about ``deadline``, not ``timeout`` per retry.
+
+    ``base_url`` may list several servers of the same model. Each request (completion, tokenize,
+    models lookup) goes to the next one in turn; a server that takes no connection or answers HTTP
+    5xx sits out ``cool_off`` seconds and the request moves on to the next server at once, within
+    the same attempt and deadline. A server sitting out is tried only after all the others, and
+    rejoins the turn when its cool-off ends: the next request sent to it is the health check.
     """
+
+    cool_off: float = 30.0  # seconds a failing server (one of several) sits out
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         model: str,
         *,
         api_key: str | None = None,
@@ -53,9 +65,12 @@ class OpenAICompatibleLLM(BaseLLM):
         for option, value in (("connect_timeout", connect_timeout), ("deadline", deadline)):
             if value is not None and not value > 0:
                 raise ConfigError(f"{option} must be a positive number of seconds, got {value}")
-        self.base_url = base_url.rstrip("/")
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        self.base_urls = tuple(dict.fromkeys(url.rstrip("/") for url in urls))
+        if not self.base_urls or len(self.base_urls) < len(urls):
+            raise ConfigError(f"base_url must list one or more different servers, got {base_url!r}")
         self.model = model
-        self.name = f"{model}@{self.base_url}"
+        self.name = f"{model}@{','.join(self.base_urls)}"
         self.mode = mode
         self.connect_timeout = connect_timeout
         self.set_timeout(timeout)
@@ -67,11 +82,19 @@ class OpenAICompatibleLLM(BaseLLM):
         self._tokenize_route: str | None = None
         self._send_grammar = True  # until the server refuses the field
         self._client: Any = None
+        self._lock = threading.Lock()  # the turn and the cool-offs are shared by the calling threads
+        self._next = 0  # index in base_urls of the server whose turn is next
+        self._down: dict[str, float] = {}  # server -> when it last failed, while it sits out
 
     @property
     def fingerprint(self) -> str:
-        """The server and the model it serves (a server swapping weights under one name is not seen)."""
-        return f"openai:{self.base_url}#{self.model}"
+        """The servers and the model they serve (a server swapping weights under one name is not seen).
+
+        Several servers of one model answer alike, so a cached call is valid whichever of them served
+        it: the key holds the sorted URL list, not the server asked, and does not depend on the order
+        the spec lists them in. One server gives the same key as before several were possible.
+        """
+        return f"openai:{','.join(sorted(self.base_urls))}#{self.model}"
 
     def set_timeout(self, seconds: float) -> None:
         """Wait up to ``seconds`` for an answer, and give up on a request after 1.5 times that, retries included."""
@@ -101,27 +124,36 @@ class OpenAICompatibleLLM(BaseLLM):
         return httpx.Timeout(wait, connect=min(self.connect_timeout, wait))
 
     def check_reachable(self) -> None:
-        """Fail now, in one line, if the server cannot be reached or refuses the API key (GET /models,
-        waiting at most ``connect_timeout``); runs call it before doing any work."""
+        """Fail now, in one line, if no server can be reached or each refuses the API key (GET /models,
+        waiting at most ``connect_timeout`` on each); runs call it before doing any work. Of several
+        servers, those that fail the check are logged and sit out a cool-off; the run goes on with the rest."""
+        self.warm_up()
+        problems = {base: problem for base in self.base_urls if (problem := self._probe(base))}
+        if len(problems) == len(self.base_urls):
+            raise BackendUnavailable("; ".join(problems.values()))
+        for base, problem in problems.items():
+            self._mark_down(base)
+            log.warning("%s; going on with the other servers", problem)
+
+    def _probe(self, base: str) -> str | None:
+        """Why the server at ``base`` cannot serve this model's requests, or None if it can."""
         import httpx
 
-        self.warm_up()
         wait = min(self.connect_timeout, self.timeout)
         try:
-            r = self._client.get(self.base_url + "/models", timeout=wait)
+            r = self._client.get(base + "/models", timeout=wait)
         except httpx.ConnectTimeout:
-            raise BackendUnavailable(f"cannot reach {self.base_url}: no connection within {wait:g}s; "
-                                     "start the server or fix the URL") from None
+            return f"cannot reach {base}: no connection within {wait:g}s; start the server or fix the URL"
         except httpx.TimeoutException:
-            raise BackendUnavailable(f"{self.base_url} accepted the connection but did not answer within {wait:g}s; "
-                                     "check that the server is not stuck, or raise the timeout") from None
+            return (f"{base} accepted the connection but did not answer within {wait:g}s; "
+                    "check that the server is not stuck, or raise the timeout")
         except httpx.HTTPError as e:
             reason = "connection refused" if "refused" in str(e).lower() else str(e)
-            raise BackendUnavailable(f"cannot reach {self.base_url}: {reason}; "
-                                     "start the server or fix the URL") from None
+            return f"cannot reach {base}: {reason}; start the server or fix the URL"
         if r.status_code in (401, 403):
-            raise BackendUnavailable(f"{self.base_url} rejected the API key (HTTP {r.status_code}); "
-                                     "set OPENAI_API_KEY to a key the server accepts")
+            return (f"{base} rejected the API key (HTTP {r.status_code}); "
+                    "set OPENAI_API_KEY to a key the server accepts")
+        return None
 
     @property
     def context_window(self) -> int:
@@ -130,21 +162,9 @@ class OpenAICompatibleLLM(BaseLLM):
         return self._window
 
     def _post(self, path: str, payload: dict[str, Any], *, root: bool = False) -> dict[str, Any]:
-        """POST JSON; network errors and retryable statuses become TransientError."""
+        """POST JSON to the next server in turn; network errors and retryable statuses become TransientError."""
         self.warm_up()  # first: without httpx it raises MissingExtra
-        import httpx
-
-        url = (self._server_root() if root else self.base_url) + path
-        timeouts = self._timeouts()
-        try:
-            r = self._client.post(url, json=payload, timeout=timeouts)
-        except (httpx.ConnectError, httpx.ConnectTimeout) as e:
-            raise TransientError(f"cannot connect to {url}: {e}") from None
-        except httpx.TimeoutException:
-            raise TransientError(f"no answer from {url} within {timeouts.read:.3g}s; "
-                                 "raise the timeout if the server is only slow") from None
-        except httpx.HTTPError as e:
-            raise TransientError(f"request to {url} failed: {e}") from None
+        url, r = self._send("POST", path, root=root, json=payload)
         if r.status_code in _RETRY_STATUS:
             raise TransientError(f"{url} answered HTTP {r.status_code}")
         if r.status_code >= 400:
@@ -162,8 +182,60 @@ class OpenAICompatibleLLM(BaseLLM):
             raise TransientError(f"{url} answered with something other than a JSON object")
         return reply
 
-    def _server_root(self) -> str:
-        return self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+    def _send(self, method: str, path: str, *, root: bool = False, **request: Any) -> tuple[str, Any]:
+        """Send one request to the servers in turn until one is not down; return its URL and response.
+
+        A server down (no connection, HTTP 5xx) is passed over for the next; when all are, the
+        request fails with every server's error. Other network errors end the request at once.
+        All of them become TransientError, for the base's retries.
+        """
+        import httpx
+
+        errors = []
+        for base in self._in_turn():
+            url = (_root(base) if root else base) + path
+            timeouts = self._timeouts()
+            try:
+                r = self._client.request(method, url, timeout=timeouts, **request)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as e:
+                errors.append(f"cannot connect to {url}: {e}")
+            except httpx.TimeoutException:
+                raise TransientError(f"no answer from {url} within {timeouts.read:.3g}s; "
+                                     "raise the timeout if the server is only slow") from None
+            except httpx.HTTPError as e:
+                raise TransientError(f"request to {url} failed: {e}") from None
+            else:
+                if r.status_code not in _DOWN_STATUS:
+                    with self._lock:
+                        self._down.pop(base, None)  # back, if it was sitting out
+                    return url, r
+                errors.append(f"{url} answered HTTP {r.status_code}")
+            if self._mark_down(base):
+                log.warning("%s; sending requests to the other servers for %gs", errors[-1], self.cool_off)
+        raise TransientError("; ".join(errors))
+
+    def _in_turn(self) -> list[str]:
+        """Every server, in the order this request tries them: from the next in turn, those sitting out
+        a cool-off last (the longest out first). The turn moves past the first one."""
+        with self._lock:
+            now = time.monotonic()
+            self._down = {base: t for base, t in self._down.items() if now - t < self.cool_off}
+            n = len(self.base_urls)
+            turn = [self.base_urls[(self._next + i) % n] for i in range(n)]
+            order = sorted(turn, key=lambda base: self._down.get(base, -math.inf))  # stable: keeps the turn
+            self._next = (self.base_urls.index(order[0]) + 1) % n
+            return order
+
+    def _mark_down(self, base: str) -> bool:
+        """Let ``base`` sit out :attr:`cool_off` seconds from now; True if it was not sitting out already.
+        A lone server is never marked: with no other to turn to, the base's retries handle it."""
+        if len(self.base_urls) == 1:
+            return False
+        with self._lock:
+            now = time.monotonic()
+            was_up = now - self._down.get(base, -math.inf) >= self.cool_off
+            self._down[base] = now
+            return was_up
 
     def _complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         completions: list[Completion] = []
@@ -256,7 +328,7 @@ class OpenAICompatibleLLM(BaseLLM):
     def _window_from_server(self) -> int | None:
         self.warm_up()
         try:
-            r = self._client.get(self.base_url + "/models", timeout=self._timeouts())
+            _, r = self._send("GET", "/models")
             cards = r.json().get("data", []) if r.status_code == 200 else []
         except Exception:  # noqa: BLE001 - an optional probe; the default applies
             cards = []
@@ -267,3 +339,8 @@ class OpenAICompatibleLLM(BaseLLM):
                         return card[key]
         log.warning("%s does not report its context window; assuming %d tokens", self.name, _DEFAULT_WINDOW)
         return None
+
+
+def _root(base: str) -> str:
+    """The server's root, where tokenizer endpoints live, from its API base URL."""
+    return base[: -len("/v1")] if base.endswith("/v1") else base

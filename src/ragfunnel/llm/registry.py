@@ -2,13 +2,16 @@
 
 ``bundled:NAME``            a bundled GGUF model (``ragfunnel models`` lists them)
 ``gguf:PATH``               any local GGUF file, run by llama.cpp
-``openai:URL#MODEL``        any OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1#qwen``
+``openai:URL#MODEL``        any OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1#qwen``;
+                            several servers of one model as ``openai:URL1,URL2#MODEL``, taking requests
+                            in turn (one that fails sits out a cool-off while the others serve)
 
 Hugging Face hub names are no specs: nothing here downloads weights.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -17,7 +20,7 @@ from typing import Any
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import bundled
-from ragfunnel.llm.base import LLM, BaseLLM
+from ragfunnel.llm.base import LLM, THREADS_VARIABLE, BaseLLM
 from ragfunnel.llm.call_cache import default_call_cache
 from ragfunnel.llm.prefix_store import default_prefix_store
 
@@ -38,11 +41,20 @@ def _gguf(rest: str) -> LLM:
     return LlamaCppLLM(rest, name=f"gguf:{rest}")
 
 
-def _server(rest: str) -> tuple[str, str]:
-    url, sep, model = rest.partition("#")
-    if not sep or not model or not url.startswith(("http://", "https://")):
+def _server(rest: str) -> tuple[list[str], str]:
+    """The server URLs (without a trailing slash) and the model name of an ``openai:`` spec."""
+    listed, sep, model = rest.partition("#")
+    if not sep or not model or "," not in listed and not listed.startswith(("http://", "https://")):
         raise ConfigError(f"bad openai spec 'openai:{rest}'; write it as openai:http://HOST:PORT/v1#MODEL")
-    return url, model
+    urls: list[str] = []
+    for url in listed.split(","):
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"bad server URL {url!r} in 'openai:{rest}'; list the servers of one model as "
+                              "openai:http://HOST1:PORT/v1,http://HOST2:PORT/v1#MODEL")
+        if url.rstrip("/") in urls:
+            raise ConfigError(f"server {url.rstrip('/')} is listed twice in 'openai:{rest}'; list each server once")
+        urls.append(url.rstrip("/"))
+    return urls, model
 
 
 def _openai(rest: str) -> LLM:
@@ -143,17 +155,35 @@ def set_server_timeout(seconds: float) -> None:
             llm.set_timeout(_server_timeout)
 
 
+def process_settings() -> dict[str, Any]:
+    """The process-wide switches set so far (:func:`set_disk_caches`, :func:`set_server_timeout`), to carry
+    into worker processes with :func:`apply_process_settings`."""
+    return {"disk_caches": _disk_caches, "server_timeout": _server_timeout}
+
+
+def apply_process_settings(settings: dict[str, Any]) -> None:
+    """Set this process's switches to ``settings`` (from :func:`process_settings`); ``threads``, if given,
+    is how many CPU threads in-process models use (``RAGFUNNEL_THREADS``)."""
+    set_disk_caches(settings["disk_caches"])
+    if settings["server_timeout"] is not None:
+        set_server_timeout(settings["server_timeout"])
+    if settings.get("threads"):
+        os.environ[THREADS_VARIABLE] = str(settings["threads"])
+
+
 def model_identity(spec: str) -> dict[str, Any]:
     """What a run config records about a model: the spec, plus the SHA-256 of a local file's weights
-    (hashed once per version of the file) or the server URL and model name. Loads nothing."""
+    (hashed once per version of the file) or the server URL (``urls``, a list, for several) and model
+    name. Loads nothing."""
     if spec in _registered:
         return {"spec": spec, "fingerprint": _registered[spec].fingerprint}
     scheme, rest = _parse(spec)
     if scheme == "bundled":
         return {"spec": spec, "sha256": bundled.get(rest).sha256}  # ensure() refuses any other file
     if scheme == "openai":
-        url, model = _server(rest)
-        return {"spec": spec, "url": url.rstrip("/"), "model": model}
+        urls, model = _server(rest)
+        servers = {"url": urls[0]} if len(urls) == 1 else {"urls": urls}
+        return {"spec": spec, **servers, "model": model}
     from ragfunnel.llm.fingerprint import file_sha256
     from ragfunnel.llm.llamacpp import check_gguf_file
 

@@ -33,6 +33,7 @@ from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, Ragfun
 from ragfunnel.eval.runner import score
 from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
+from ragfunnel.ray_cluster import RayOptions, ray_drain
 from ragfunnel.types import Example, Prediction
 
 log = logging.getLogger(__name__)
@@ -258,6 +259,35 @@ class GridResult:
     written: int  # rows added by this call (the rest were already in the directory)
 
 
+class GridPairs:
+    """Answers one (configuration, example) pair into its row; picklable when ``make_method`` is, so Ray
+    workers can run it too. Each process builds a configuration's method once, inside its first pair, so
+    a configuration that cannot be built fails its rows."""
+
+    def __init__(self, make_method: Callable[[Config], Answerer], *, cold_caches: bool):
+        self.make_method = make_method
+        self.cold_caches = cold_caches
+        self._methods: dict[Config, Answerer] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"make_method": self.make_method, "cold_caches": self.cold_caches, "_methods": {}}
+
+    def __call__(self, pair: tuple[Config, Example]) -> GridRow:
+        config, example = pair
+        if self.cold_caches:
+            reset_loaded()
+        return _row(example, config, partial(self._answer, config, example))
+
+    def failed(self, pair: tuple[Config, Example], message: str) -> GridRow:
+        config, example = pair
+        return GridRow(example.id, config, {}, 0, 0, 0.0, error=message)
+
+    def _answer(self, config: Config, example: Example) -> Prediction:
+        if config not in self._methods:
+            self._methods[config] = self.make_method(config)
+        return self._methods[config].run(example.question)
+
+
 def run_grid(
     examples: Iterable[Example],
     configs: Iterable[Config],
@@ -268,6 +298,7 @@ def run_grid(
     progress: bool = True,
     cold_caches: bool = True,
     retry_failed: bool = True,
+    ray: RayOptions | None = None,
 ) -> GridResult:
     """Answer every example under every configuration, storing a row per pair in ``run_dir``.
 
@@ -280,21 +311,11 @@ def run_grid(
     demonstrations come first and are the same for every question) prefill only the rest (DRAG k=20
     m=2 on two cores: 73.5 s for the cold first answer, 27-46 s for the warm ones at 7-8k tokens).
     Effective context length counts every input token either way; seconds then depend on what ran before.
+    ``ray`` runs the pairs on Ray actors (``make_method`` must then be picklable, e.g.
+    :class:`~ragfunnel.scaling.sizing.GridMethods`); this process still writes every row.
     """
     examples, configs = list(examples), list(dict.fromkeys(configs))
-    methods: dict[Config, Answerer] = {}
-
-    def answer(config: Config, example: Example) -> Prediction:
-        if config not in methods:  # built inside the pair, so a configuration that cannot be built fails its rows
-            methods[config] = make_method(config)
-        return methods[config].run(example.question)
-
-    def job(pair: tuple[Config, Example]) -> GridRow:
-        config, example = pair
-        if cold_caches:
-            reset_loaded()
-        return _row(example, config, partial(answer, config, example))
-
+    job = GridPairs(make_method, cold_caches=cold_caches)
     with RunDir(run_dir, config_meta, GridRow.from_json, command="ragfunnel scale grid") as run:
         todo = run.todo([((e.id, c), (c, e)) for c in configs for e in examples], retry_failed=retry_failed)
         with tqdm(total=len(todo), desc=f"grid {run.path.name}", unit="answer",
@@ -303,7 +324,10 @@ def run_grid(
                 bar.set_postfix_str(row.config.label, refresh=False)
                 bar.update()
 
-            drain(todo, job, run.record, on_row=advance)
+            if ray is None:
+                drain(todo, job, run.record, on_row=advance)
+            else:
+                ray_drain(todo, job, run.record, options=ray, on_row=advance)
         return GridResult(rows=run.state.rows, written=len(todo))
 
 

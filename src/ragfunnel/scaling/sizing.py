@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,28 @@ def method_for(config: Config, *, index: CorpusIndex | str | Path, strong: str |
     options: dict[str, Any] = {"iterations": config.iterations} if config.method == "iterdrag" else {}
     return make_method(config.method, index=index, strong=strong, documents=config.documents, shots=config.shots,
                        demonstrations=demonstrations, task=task, **options)
+
+
+@lru_cache(maxsize=4)
+def open_index(path: str) -> CorpusIndex:
+    """The index at ``path``, opened once per process (its checksums are verified on opening)."""
+    return CorpusIndex(path)
+
+
+@dataclass(frozen=True)
+class GridMethods:
+    """``config -> method`` from names rather than loaded objects, so it pickles: each Ray worker opens
+    the index and loads the model itself, once per process. The index must be at ``index_dir`` on every
+    node (shared storage, or a copy at the same path)."""
+
+    index_dir: str
+    strong: str
+    demonstrations: tuple[Demonstration, ...]
+    task: str
+
+    def __call__(self, config: Config) -> CorpusMethod:
+        return method_for(config, index=open_index(self.index_dir), strong=self.strong,
+                          demonstrations=list(self.demonstrations), task=self.task)
 
 
 class FirstCallProbe(BaseLLM):
