@@ -148,7 +148,8 @@ def test_eval_on_ray_gives_the_rows_of_a_one_process_run(ray_cluster, tmp_path):
     config = {"dataset": "hotpotqa", "strong": TINY}
     here = run_eval(examples, methods, tmp_path / "one", config=config, progress=False)
     there = run_eval(examples, methods, tmp_path / "ray", config=config, ray=RayOptions(actors=2), progress=False)
-    assert there.written == 6 and {r.key: comparable(r) for r in there.rows} == {r.key: comparable(r) for r in here.rows}
+    assert there.written == 6
+    assert {r.key: comparable(r) for r in there.rows} == {r.key: comparable(r) for r in here.rows}
     assert all(r.error is None and r.answer for r in there.rows)
 
 
