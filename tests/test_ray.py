@@ -212,3 +212,30 @@ def test_scale_grid_on_ray_gives_the_rows_of_a_one_process_run(ray_cluster, tmp_
         return {(r["example_id"], r["strategy"], r["documents"]): (r["answer"], r["metrics"]) for r in rows}
 
     assert len(answers("ray")) == 6 and answers("ray") == answers("one")
+
+
+@pytest.mark.model
+def test_sigterm_stops_a_ray_run_saying_what_is_saved_and_a_resume_finishes_it(tmp_path):
+    import subprocess
+
+    pytest.importorskip("ray", reason="needs the [ray] extra")
+    from tests.test_cli import RAGFUNNEL
+
+    examples = hotpot_examples(4)
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": e.id, "question": e.question, "context": e.context,
+                                        "answers": list(e.answers)}) + "\n" for e in examples))
+    command = [RAGFUNNEL, "eval", str(data), "--methods", "op", "--strong", TINY, "--budget", "400", "--chunk-words",
+               "100", "--no-cache", "--out", str(tmp_path / "run"), "--ray", "local"]
+    rows = tmp_path / "run" / "rows.jsonl"
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None and not (rows.exists() and rows.read_text()):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)  # Ray's own crash handler would exit at once with code 1
+    _, err = process.communicate(timeout=120)
+    saved = len(rows.read_text().splitlines())
+    assert process.returncode == 130 and f"interrupted: {saved} rows saved in" in err, err
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert sorted(json.loads(x)["example_id"] for x in rows.read_text().splitlines()) == sorted(e.id for e in examples)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -93,7 +95,8 @@ def connected(address: str | None) -> Iterator[Any]:
         yield ray
         return
     check_address(address)
-    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
+    handlers = _signal_handlers()
     try:
         if address in (None, "local"):
             ray.init(address=address, include_dashboard=False, **quiet)
@@ -103,10 +106,23 @@ def connected(address: str | None) -> Iterator[Any]:
         lines = str(e).strip().splitlines() or [type(e).__name__]
         raise BackendUnavailable(f"could not join the Ray cluster at {address or 'auto'} ({lines[0]}); "
                                  "check `ray status` there, or fix --ray") from None
+    finally:
+        # Ray's core installs a crash handler for SIGTERM that exits at once; ours stops the run the way
+        # Ctrl-C does, saying how many rows are saved.
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """This process's Python handlers for SIGINT and SIGTERM (none outside the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)
+            if signal.getsignal(signum) is not None}
 
 
 class PairWorker:
