@@ -96,10 +96,10 @@ def random_vectors_after(real: list[Document], passage_words: int, seed: int = 0
     embed = corpus_index._embed
     rng = np.random.default_rng(seed)
 
-    def embed_real_only(texts: list[str], desc: str, step: int = 256) -> np.ndarray:
+    def embed_real_only(texts: list[str], desc: str, step: int = 256, **options) -> np.ndarray:
         n = real_texts[desc]
         vectors = np.empty((len(texts), MiniLMEmbedder.dim), dtype=np.float32)
-        vectors[:n] = embed(texts[:n], desc, step)
+        vectors[:n] = embed(texts[:n], desc, step, **options)
         for start in range(n, len(texts), 100_000):
             block = rng.standard_normal((min(100_000, len(texts) - start), MiniLMEmbedder.dim), dtype=np.float32)
             vectors[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)

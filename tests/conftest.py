@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
+import io
 import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,36 @@ def faiss():
     module.omp_set_num_threads(1)
     yield module
     module.omp_set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster of two CPUs for the module's tests, shut down after them."""
+    ray = pytest.importorskip("ray", reason="needs the [ray] extra")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def embedding_server():
+    """tests/fake_openai.py's server in a thread: its base URL (``.../v1``) and the bodies of the embedding
+    requests it answered, which the test may read."""
+    from tests.fake_openai import Handler
+
+    requests: list[dict] = []
+
+    class Recording(Handler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            length = int(self.headers["Content-Length"])
+            body = self.rfile.read(length)
+            requests.append(json.loads(body))
+            self.rfile = io.BytesIO(body)  # for Handler.do_POST to read again
+            super().do_POST()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", requests
+    server.shutdown()
+    server.server_close()

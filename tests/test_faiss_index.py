@@ -34,7 +34,7 @@ def corpus() -> list[Document]:
 @pytest.fixture(autouse=True)
 def synthetic_embeddings(monkeypatch):
     """Passages embedded as seeded clustered vectors instead of by MiniLM."""
-    monkeypatch.setattr("ragfunnel.corpus.index._embed", lambda texts, desc: clustered(len(texts), seed=11))
+    monkeypatch.setattr("ragfunnel.corpus.index._embed", lambda texts, desc, **_: clustered(len(texts), seed=11))
 
 
 

@@ -24,14 +24,6 @@ from ragfunnel.ray_cluster import RayOptions, check_address, ray_drain
 TINY = "bundled:smollm2-135m"
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray = pytest.importorskip("ray", reason="needs the [ray] extra")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
-    yield ray
-    ray.shutdown()
-
-
 @dataclass(frozen=True)
 class Square:
     """A job with nothing to load: item -> (item, item**2, pid)."""

@@ -33,22 +33,27 @@ timeout_option = click.option(
 _RAY_DEFAULT = "(join or start)"  # --ray without an address: Ray's own choice
 
 
-def ray_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that run a command's pairs on a Ray cluster (read them with :func:`ray_from`)."""
-    for option in reversed([
-        click.option("--ray", "ray_address", is_flag=False, flag_value=_RAY_DEFAULT, metavar="[ADDRESS]",
-                     help="Run the pairs on Ray workers; this process alone writes --out. Without ADDRESS: the "
-                          "cluster in RAY_ADDRESS or started here by `ray start`, else a new local one; or HOST:PORT, "
-                          "ray://HOST:PORT, local. Needs pip install 'ragfunnel[ray]'. Put it after DATASET."),
-        click.option("--ray-actors", type=click.IntRange(min=1), metavar="N",
-                     help="Ray workers, each loading the models once [default: the cluster's CPUs / --ray-cpus]."),
-        click.option("--ray-cpus", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-                     help="CPUs each Ray worker reserves; in-process models use as many threads."),
-        click.option("--ray-gpus", type=click.FloatRange(min=0), default=0, show_default=True, metavar="G",
-                     help="GPUs each Ray worker reserves (for models that run on them, e.g. an embedder)."),
-    ]):
-        command = option(command)
-    return command
+def ray_options(work: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options that run a command's ``work`` on a Ray cluster (read them with :func:`ray_from`)."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed([
+            click.option("--ray", "ray_address", is_flag=False, flag_value=_RAY_DEFAULT, metavar="[ADDRESS]",
+                         help=f"{work}; this process alone writes --out. Without ADDRESS: the cluster in RAY_ADDRESS "
+                              "or started here by `ray start`, else a new local one; or HOST:PORT, ray://HOST:PORT, "
+                              "local. Needs pip install 'ragfunnel[ray]'. A bare --ray takes the next word as ADDRESS: "
+                              "put it after the arguments."),
+            click.option("--ray-actors", type=click.IntRange(min=1), metavar="N",
+                         help="Ray workers, each loading its models once [default: the cluster's CPUs / --ray-cpus]."),
+            click.option("--ray-cpus", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+                         help="CPUs each Ray worker reserves; in-process models use as many threads."),
+            click.option("--ray-gpus", type=click.FloatRange(min=0), default=0, show_default=True, metavar="G",
+                         help="GPUs each Ray worker reserves (for models that run on them)."),
+        ]):
+            command = option(command)
+        return command
+
+    return decorate
 
 
 def ray_from(given: dict[str, Any]) -> RayOptions | None:

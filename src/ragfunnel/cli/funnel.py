@@ -81,7 +81,8 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
         if not examples:
             raise InputError(f"{dataset} has no questions with answers to learn from; pass a training set with answers")
         index = CorpusIndex(index_dir)
-        retriever = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(stored=index.document_vectors),
+        retriever = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(embedder=index.embedder,
+                                                                         stored=index.document_vectors),
                                     post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
                                     top_documents=top_documents)
         labelled = collect_labels(retriever, examples, out_dir / LABELS_FILE, alpha=alpha, top_k=top_positives,

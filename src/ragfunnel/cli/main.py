@@ -254,7 +254,7 @@ def models(prepare: bool, verify: bool, as_json: bool) -> None:
 @click.option("--context-words", type=click.IntRange(min=1),
               help="Build long contexts: hide each example's own passages among --corpus passages until "
                    "the context holds this many words (fixed shuffle per --seed and example).")
-@ray_options
+@ray_options("Run the (example, method) pairs on Ray workers")
 @method_options
 def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: bool, limit: int | None, fmt: str,
                  on_error: str, task: str | None, metric_profile: str, workers: int, corpus: Path | None,
@@ -346,36 +346,46 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
 @click.option("--max-cluster-tokens", type=click.IntRange(min=1), default=4000, show_default=True,
               help="Largest cluster of linked documents (FunnelRAG's retrieval unit), in approximate tokens.")
 @click.option("--flat", is_flag=True,
-              help="Also cut documents into passages and embed them (bundled MiniLM) for `search --flat`.")
+              help="Also cut documents into passages and embed them (--embedder) for `search --flat`.")
 @click.option("--passage-words", type=click.IntRange(1, 100_000), default=100, show_default=True,
               help="Words per flat passage.")
 @click.option("--embed-documents", is_flag=True,
-              help="Also embed every document (bundled MiniLM), so the default funnel pre-ranker looks vectors up "
+              help="Also embed every document (--embedder), so the default funnel pre-ranker looks vectors up "
                    "instead of encoding each query's retrieved documents.")
+@click.option("--embedder", default="bundled:minilm", show_default=True, metavar="SPEC",
+              help="With --flat or --embed-documents: what embeds passages, documents and later the queries: "
+                   "bundled:minilm, hf:NAME_OR_DIR (a Hugging Face encoder in the local cache, or its directory), a "
+                   "model directory, or openai:URL#MODEL (an OpenAI-compatible embeddings server).")
 @click.option("--faiss", metavar="auto|flat|hnsw|ivf|ivfpq|none",
               help="With --flat: a FAISS index over the passage vectors for `search --flat`. auto picks by size: exact "
                    "flat up to 100k passages, hnsw up to 1M, ivf above, ivfpq when the vectors would fill half the "
                    "memory [default: auto with the [faiss] extra installed, else none].")
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
+@ray_options("With --flat or --embed-documents: embed on Ray Data workers")
 def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int,
-          embed_documents: bool, faiss: str | None, force: bool, as_json: bool) -> None:
-    """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25."""
+          embed_documents: bool, embedder: str, faiss: str | None, force: bool, as_json: bool, **given: Any) -> None:
+    """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25.
+
+    With --ray, the passages and documents are embedded by Ray Data workers into the same files."""
     from ragfunnel.corpus.index import build_index
 
+    ray = ray_from(given)
     journal.out_dir(out_dir)
     docs = load_corpus(corpus)
     m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
-                    passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, force=force)
+                    passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, embedder=embedder,
+                    ray=ray, force=force)
     if as_json:
         click.echo(json.dumps(m.to_json(), indent=2))
         return
     size = sum(int(f["bytes"]) for f in m.files.values())
     vectors = "document vectors, " if m.document_vectors else ""
     faiss_index = f"FAISS {m.faiss.describe()}, " if m.faiss else ""
+    embedded = f"embedded by {m.embedder.spec} ({m.embedder.dim}-d), " if m.embedder else ""
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
                f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
-               f"{vectors}{faiss_index}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
+               f"{vectors}{embedded}{faiss_index}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
 
 
 @main.command()
@@ -413,7 +423,8 @@ def search(index_dir: Path, question: str, funnel: bool, exact: bool, top_k: int
         from ragfunnel.retrieve.attention import load_post_ranker
         from ragfunnel.retrieve.rerank import load_pre_ranker
 
-        retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker, stored=ix.document_vectors),
+        retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker, stored=ix.document_vectors,
+                                                                   embedder=ix.embedder),
                                     post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
                                     top_documents=top_documents, top_passages=top_k)
         found = retriever.search(question).to_dict()

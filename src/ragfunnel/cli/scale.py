@@ -118,7 +118,7 @@ def _demonstrations(path: Path | None) -> list[Demonstration]:
 @click.option("--retry-failed/--no-retry-failed", default=True, show_default=True,
               help="On resume, answer the pairs that failed before again (or leave them failed).")
 @_metric_option
-@ray_options
+@ray_options("Run the (question, configuration) pairs on Ray workers")
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
          task: str | None, keep_cache: bool, retry_failed: bool, metric: str, **given: Any) -> None:

@@ -12,16 +12,20 @@ own fields too, and its counts must match the arrays it describes):
 ``documents.bm25/``          BM25 over each document's title and text (DRAG/IterDRAG retrieval)
 ``flat.spans.npy``           with ``flat``: (document, first char, end char) of every passage of
                              ``passage_words`` words, the flat-retrieval baseline's units
-``flat.vectors.npy``         with ``flat``: their MiniLM embeddings (float32, unit length)
+``flat.vectors.npy``         with ``flat``: their embeddings (float32, unit length) by the index's embedder:
+                             the manifest's ``embedder`` (``ragfunnel.retrieve.embedders``), or the
+                             bundled MiniLM when it has none
 ``flat.faiss``               with ``faiss``: a FAISS index over them, its type and parameters in the
                              manifest's ``faiss`` (``ragfunnel.retrieve.faiss_search``); exact numpy
                              search over ``flat.vectors.npy`` stays the reference, and the search
                              used without the ``[faiss]`` extra
-``documents.vectors.npy``    with ``embed_documents``: every document's MiniLM embedding (float32, unit
-                             length), which the bi-encoder pre-ranker reads instead of encoding
+``documents.vectors.npy``    with ``embed_documents``: every document's embedding by the same embedder
+                             (float32, unit length), which the bi-encoder pre-ranker reads instead of encoding
 
 Building writes into ``DIR.partial`` and renames it into place, so a crash never leaves a
 half-written index behind. A directory that already holds an index is rebuilt only when asked.
+With ``ray``, the vectors are embedded on a Ray cluster (``ragfunnel.corpus.ray_embedding``) into the
+same files, so the manifest is the same as a one-process build's but for float rounding in the vectors.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,11 +45,15 @@ from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.retrieve.bm25 import BM25Index, TokenIds, index_token_ids, tokenize_ids
+from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, EmbedderInfo, RecordedEmbedder, resolve_embedder
 from ragfunnel.retrieve.faiss_search import CHOICES as FAISS_CHOICES
 from ragfunnel.retrieve.faiss_search import FaissConfig, FaissIndex, faiss_installed, import_faiss
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document
+
+if TYPE_CHECKING:
+    from ragfunnel.ray_cluster import RayOptions
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +91,9 @@ class Manifest:
     # The FAISS index over the flat vectors (FAISS_FILE), or None. Left out of the checksum when None, so
     # manifests written before it existed still match theirs.
     faiss: FaissConfig | None = None
+    # The embedder of the flat and document vectors when it is not the bundled MiniLM, else None (left out of the
+    # checksum, as ``faiss`` is, so indexes from before it existed still match theirs).
+    embedder: EmbedderInfo | None = None
     # SHA-256 of every other field (canonical JSON), computed here; a manifest edited by hand no longer matches it.
     manifest_sha256: str = field(init=False)
 
@@ -108,6 +120,12 @@ class Manifest:
             if not self.passages:
                 raise ValueError("'faiss' describes an index over flat passages, but 'passages' is 0")
             needed.append(FAISS_FILE)
+        if self.embedder is not None:
+            if not isinstance(self.embedder, EmbedderInfo):
+                raise ValueError(f"'embedder' is {type(self.embedder).__name__}, not an embedder description")
+            if not (self.passages or DOCUMENT_VECTORS in self.files):
+                raise ValueError("'embedder' made the index's vectors, but it holds neither passages nor "
+                                 "document vectors")
         if missing := [name for name in needed if name not in self.files]:
             raise ValueError(f"'files' does not list {missing[0]}")
         object.__setattr__(self, "manifest_sha256", self.fields_sha256())
@@ -115,22 +133,25 @@ class Manifest:
     def fields_sha256(self) -> str:
         """SHA-256 of the canonical JSON (sorted keys, no spaces) of every field but ``manifest_sha256``."""
         fields_ = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
-        if self.faiss is None:
-            del fields_["faiss"]
-        else:
-            fields_["faiss"] = asdict(self.faiss)
+        for name in ("faiss", "embedder"):
+            if fields_[name] is None:
+                del fields_[name]
+            else:
+                fields_[name] = asdict(fields_[name])
         return hashlib.sha256(json.dumps(fields_, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def to_json(self) -> dict:
-        """The manifest as written to ``manifest.json`` (no ``faiss`` key when the index has no FAISS file)."""
+        """The manifest as written to ``manifest.json`` (no ``faiss`` key when the index has no FAISS file, no
+        ``embedder`` key when the bundled MiniLM made its vectors)."""
         data = asdict(self)
-        if self.faiss is None:
-            del data["faiss"]
+        for name in ("faiss", "embedder"):
+            if data[name] is None:
+                del data[name]
         return data
 
     @property
     def document_vectors(self) -> bool:
-        """Whether the index stores every document's MiniLM vector (built with ``embed_documents``)."""
+        """Whether the index stores every document's vector (built with ``embed_documents``)."""
         return DOCUMENT_VECTORS in self.files
 
     @classmethod
@@ -141,10 +162,12 @@ class Manifest:
         names = {f.name for f in fields(cls) if f.init}
         if unexpected := sorted(set(given) - names):
             raise ValueError(f"unexpected fields: {', '.join(map(repr, unexpected))}")
-        if missing := sorted(names - set(given) - {"faiss"}):
+        if missing := sorted(names - set(given) - {"faiss", "embedder"}):
             raise ValueError(f"missing fields: {', '.join(missing)}")
         if given.get("faiss") is not None:
             given["faiss"] = FaissConfig.from_json(given["faiss"])
+        if given.get("embedder") is not None:
+            given["embedder"] = EmbedderInfo.from_json(given["embedder"])
         return cls(**given)
 
 
@@ -200,6 +223,8 @@ def build_index(
     passage_words: int = 100,
     embed_documents: bool = False,
     faiss: str | None = None,
+    embedder: str = DEFAULT_EMBEDDER,
+    ray: RayOptions | None = None,
     force: bool = False,
 ) -> Manifest:
     """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is.
@@ -207,6 +232,8 @@ def build_index(
     ``faiss`` (with ``flat``): a FAISS index over the passage vectors, ``auto`` (its type by corpus size,
     ``faiss_search.choose_kind``), ``flat``, ``hnsw``, ``ivf``, ``ivfpq``, or ``none``. Left unset, it is
     ``auto`` when the ``[faiss]`` extra is installed and ``none`` otherwise; set, it needs the extra.
+    ``embedder`` (a spec, ``ragfunnel.retrieve.embedders``) embeds the passages and documents, on the
+    Ray cluster ``ray`` describes when given.
     """
     out = Path(out)
     if max_cluster_tokens < 1:
@@ -217,6 +244,11 @@ def build_index(
         raise ConfigError(f"--faiss {faiss} indexes the flat passages' vectors; pass --flat too")
     if faiss not in (None, "none"):
         import_faiss()  # a missing extra stops here, before any work
+    if not (flat or embed_documents) and (embedder != DEFAULT_EMBEDDER or ray is not None):
+        option = f"--embedder {embedder}" if embedder != DEFAULT_EMBEDDER else "--ray"
+        raise ConfigError(f"{option} embeds flat passages and documents; pass --flat (or --embed-documents) too")
+    # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
+    chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
     digest = content_sha256(docs)
     if (out / MANIFEST).exists() and not force:
         try:
@@ -224,8 +256,10 @@ def build_index(
         except InputError:
             old = None  # damaged, or from another ragfunnel: rebuilt only when asked
         if old is not None and _faiss_matches(old, faiss) and (
-                old.content_sha256, old.max_cluster_tokens, old.passage_words, old.document_vectors) == (
-                digest, max_cluster_tokens, passage_words if flat else 0, embed_documents):
+                old.content_sha256, old.max_cluster_tokens, old.passage_words, old.document_vectors,
+                old.embedder and (old.embedder.spec, old.embedder.identity)) == (
+                digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
+                chosen and (chosen.spec, chosen.identity)):
             log.info("%s is up to date with %s", out, source)
             return old
         raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; pass --force "
@@ -255,15 +289,23 @@ def build_index(
     _write_bm25(tokens.joined(clusters), tmp / "clusters.bm25")
     log.info("indexing %d documents with BM25", len(docs))
     _write_bm25(tokens, tmp / "documents.bm25")
-    n_passages = _write_flat(docs, tmp, passage_words) if flat else 0
+    jobs = []  # (texts, vectors file, what): embedded one after the other, on Ray joining the cluster once
+    if flat:
+        jobs.append((_write_spans(docs, tmp, passage_words), tmp / "flat.vectors.npy", "embed passages"))
+    if embed_documents:
+        jobs.append(([d.render() for d in docs], tmp / DOCUMENT_VECTORS, "embed documents"))
+    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray)
+    n_passages = len(jobs[0][0]) if flat else 0
     faiss_config = None
     if flat and (faiss or ("auto" if faiss_installed() else "none")) != "none":
         from ragfunnel.retrieve.faiss_search import build as build_faiss
 
         faiss_config = build_faiss(np.load(tmp / "flat.vectors.npy", mmap_mode="r"), tmp / FAISS_FILE, faiss or "auto")
         log.info("FAISS index over %d passages: %s", n_passages, faiss_config.describe())
-    if embed_documents:
-        np.save(tmp / DOCUMENT_VECTORS, _embed([d.render() for d in docs], "embed documents"))
+    info = None
+    if chosen is not None:
+        vectors = np.load(tmp / ("flat.vectors.npy" if flat else DOCUMENT_VECTORS), mmap_mode="r")
+        info = EmbedderInfo(spec=chosen.spec, identity=chosen.identity, dim=int(vectors.shape[1]))
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
         max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
@@ -272,6 +314,7 @@ def build_index(
         oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
         passages=n_passages, passage_words=passage_words if flat else 0,
         build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp), faiss=faiss_config,
+        embedder=info,
     )
     (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=2))
     shutil.rmtree(out, ignore_errors=True)
@@ -301,31 +344,40 @@ def _write_bm25(tokens: TokenIds, directory: Path) -> None:
     index_token_ids(tokens).save(directory)
 
 
-def _write_flat(docs: list[Document], root: Path, passage_words: int) -> int:
-    """Cut every document into ``passage_words``-word passages and embed them; returns how many."""
+def _write_spans(docs: list[Document], root: Path, passage_words: int) -> list[str]:
+    """Cut every document into ``passage_words``-word passages, write where they are, and return their texts."""
     spans, texts = [], []
     for i, d in enumerate(docs):
         for start, end in word_windows(d.text, passage_words):
             spans.append((i, start, end))
             texts.append(f"{d.title}\n{d.text[start:end]}" if d.title else d.text[start:end])
     np.save(root / "flat.spans.npy", np.asarray(spans, dtype=np.int64).reshape(-1, 3))
-    np.save(root / "flat.vectors.npy", _embed(texts, "embed passages"))
-    return len(texts)
+    return texts
 
 
-def _embed(texts: list[str], desc: str, step: int = 256) -> np.ndarray:
-    """Bundled-MiniLM embeddings of ``texts`` (float32, unit length), with a progress bar."""
+def _write_vectors(jobs: list[tuple[list[str], Path, str]], *, spec: str, ray: RayOptions | None) -> None:
+    """Write the embeddings of every job's texts by the embedder ``spec`` to its file: on Ray workers with
+    ``ray`` (into the same files, merged from shards), else in this process."""
+    if ray is not None:
+        from ragfunnel.corpus.ray_embedding import embed_on_ray
+
+        embed_on_ray(jobs, spec=spec, options=ray)
+        return
+    for texts, path, desc in jobs:
+        np.save(path, _embed(texts, desc, spec=spec))
+
+
+def _embed(texts: list[str], desc: str, step: int = 256, *, spec: str = DEFAULT_EMBEDDER) -> np.ndarray:
+    """Embeddings of ``texts`` by the embedder ``spec`` (float32, unit length), with a progress bar."""
     from tqdm.auto import tqdm
 
-    from ragfunnel.retrieve.embed import bundled_embedder
-
-    embedder = bundled_embedder()
-    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    embedder = resolve_embedder(spec)
+    parts = []
     with tqdm(total=len(texts), desc=desc, unit="text", disable=None) as bar:
         for start in range(0, len(texts), step):
-            vectors[start:start + step] = embedder.encode(texts[start:start + step])
-            bar.update(len(texts[start:start + step]))
-    return vectors
+            parts.append(embedder.encode(texts[start:start + step]))
+            bar.update(len(parts[-1]))
+    return np.concatenate(parts).astype(np.float32, copy=False)
 
 
 def _write_documents(docs: list[Document], root: Path) -> None:
@@ -353,17 +405,21 @@ class CorpusIndex:
         self._cluster_offsets = self._array("clusters.offsets.npy", m.clusters + 1)
         self.cluster_bm25 = self._bm25("clusters.bm25", m.clusters)
         self.document_bm25 = self._bm25("documents.bm25", m.documents)
+        # What made the passage and document vectors, loaded on first use: queries must be encoded by it too.
+        self.embedder = RecordedEmbedder(m.embedder, where=str(self.root), fix=_rebuild(self.root, m))
+        dim = m.embedder.dim if m.embedder else None  # as recorded; indexes of the bundled MiniLM record none
         if m.passages:
             self._spans = self._array("flat.spans.npy", m.passages)
-            self._vectors = self._array("flat.vectors.npy", m.passages)
-        # The bundled MiniLM's embedding of every document, row i for document(i); None if not built.
-        self.document_vectors = self._array(DOCUMENT_VECTORS, m.documents) if m.document_vectors else None
+            self._vectors = self._array("flat.vectors.npy", m.passages, dim=dim)
+        # Every document's embedding by self.embedder, row i for document(i); None if not built.
+        self.document_vectors = self._array(DOCUMENT_VECTORS, m.documents, dim=dim) if m.document_vectors else None
         self._faiss: FaissIndex | None = None  # opened on the first flat search that uses it
         self._faiss_unavailable = False  # the index has one, but the [faiss] extra is not installed
         self._documents = (self.root / "documents.jsonl").open("rb")
 
-    def _array(self, name: str, rows: int) -> np.ndarray:
-        """``name`` memory-mapped, refused unless it holds the ``rows`` rows the manifest implies."""
+    def _array(self, name: str, rows: int, *, dim: int | None = None) -> np.ndarray:
+        """``name`` memory-mapped, refused unless it holds the ``rows`` rows (of ``dim`` columns) the manifest
+        implies."""
         path = self.root / name
         try:
             array = np.load(path, mmap_mode="r")
@@ -373,6 +429,9 @@ class CorpusIndex:
         if array.shape[:1] != (rows,):
             raise InputError(f"{path} has {array.shape[0] if array.ndim else 0} rows where the manifest implies "
                              f"{rows}; {_rebuild(self.root, self.manifest)}")
+        if dim is not None and array.shape[1:] != (dim,):
+            raise InputError(f"{path} holds vectors of shape {array.shape[1:]} where the manifest's embedder gives "
+                             f"{dim}-d ones; {_rebuild(self.root, self.manifest)}")
         return array
 
     def _bm25(self, name: str, rows: int) -> BM25Index:
@@ -426,9 +485,7 @@ class CorpusIndex:
         if not self.manifest.passages:
             raise ConfigError(f"{self.root} was built without flat passages; rebuild it with "
                               "`ragfunnel index CORPUS --out DIR --flat --force`")
-        from ragfunnel.retrieve.embed import bundled_embedder
-
-        (query,) = bundled_embedder().encode([question])
+        (query,) = self.embedder.encode([question])
         return self.nearest_passages(query, k, exact=exact)
 
     @property
@@ -480,7 +537,8 @@ def _rebuild(root: Path, manifest: Manifest | None = None) -> str:
     if manifest is not None:
         options += "".join((" --flat" if manifest.passages else "",
                             f" --faiss {manifest.faiss.kind}" if manifest.faiss else "",
-                            " --embed-documents" if manifest.document_vectors else ""))
+                            " --embed-documents" if manifest.document_vectors else "",
+                            f" --embedder {manifest.embedder.spec}" if manifest.embedder else ""))
     return f"rebuild it with `ragfunnel index CORPUS --out {root}{options} --force`"
 
 

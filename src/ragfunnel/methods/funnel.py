@@ -39,8 +39,8 @@ class FunnelRAG:
         self.max_tokens = max_tokens or answer_tokens(task)
         self.retriever = FunnelRetriever(
             self.index,
-            pre_ranker=(load_pre_ranker(pre_ranker, stored=self.index.document_vectors) if isinstance(pre_ranker, str)
-                        else pre_ranker),
+            pre_ranker=(load_pre_ranker(pre_ranker, stored=self.index.document_vectors, embedder=self.index.embedder)
+                        if isinstance(pre_ranker, str) else pre_ranker),
             post_ranker=load_post_ranker(post_ranker) if isinstance(post_ranker, str) else post_ranker,
             top_clusters=top_clusters, top_documents=top_documents, top_passages=top_passages,
         )

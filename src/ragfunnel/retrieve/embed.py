@@ -31,9 +31,12 @@ def _package_dir(name: str) -> Path:
 
 
 class MiniLMEmbedder:
-    """``encode(texts) -> (n, 384) float32`` unit vectors."""
+    """``encode(texts) -> (n, 384) float32`` unit vectors: the ``bundled:minilm`` embedder
+    (``ragfunnel.retrieve.embedders``), identified by its pinned ONNX file."""
 
     dim = 384
+    spec = "bundled:minilm"
+    identity = f"sha256:{ONNX_SHA256}"
 
     def __init__(self, onnx_path: str | Path | None = None, tokenizer_path: str | Path | None = None,
                  *, threads: int = 2):
@@ -76,10 +79,14 @@ def minilm_directory() -> Path:
     return _package_dir(TOKENIZER_PACKAGE) / "model"
 
 
-@lru_cache(maxsize=1)
-def bundled_embedder() -> MiniLMEmbedder:
-    """The bundled MiniLM embedder, loaded once per process."""
-    return MiniLMEmbedder()
+def bundled_embedder(threads: int = 2) -> MiniLMEmbedder:
+    """The bundled MiniLM embedder, loaded once per process (per thread count: a Ray worker sets its own)."""
+    return _loaded_minilm(threads)
+
+
+@lru_cache(maxsize=2)
+def _loaded_minilm(threads: int) -> MiniLMEmbedder:
+    return MiniLMEmbedder(threads=threads)
 
 
 @lru_cache(maxsize=4)

@@ -2,7 +2,8 @@
 
 Three kinds behind one protocol, chosen by a spec string (:func:`load_pre_ranker`):
 
-``minilm``          the bundled all-MiniLM-L6-v2 bi-encoder (cosine of question and document), offline default
+``minilm``          a bi-encoder (cosine of question and document): the corpus index's embedder, which is the
+                    bundled all-MiniLM-L6-v2 unless the index was built with ``--embedder``; offline default
 ``llm:SPEC``        an LLM asked, per document, whether it helps answer the question (yes > no)
 anything else       a cross-encoder by local directory or Hugging Face name, e.g. ``BAAI/bge-reranker-v2-m3``
                     once downloaded (``hf download``; loading never reaches for the network), or the
@@ -20,6 +21,7 @@ import numpy as np
 
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.attention import model_directory, model_load_errors, require_torch
+from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER
 from ragfunnel.types import Document
 
 DEFAULT_PRE_RANKER = "minilm"
@@ -37,18 +39,18 @@ class PreRanker(Protocol):
 
 
 class BiEncoderPreRanker:
-    """Cosine similarity between MiniLM embeddings of the question and of each document's opening.
+    """Cosine similarity between embeddings of the question and of each document's opening.
 
-    ``stored`` holds the bundled MiniLM's embedding of every document of a corpus index (row i for
-    the document at position i, as ``ragfunnel index --embed-documents`` writes them); documents
-    read from that index are then looked up instead of encoded, with the same scores.
+    ``embedder`` (default: the bundled MiniLM) encodes both. ``stored`` holds its embedding of every
+    document of a corpus index (row i for the document at position i, as ``ragfunnel index
+    --embed-documents`` writes them); documents read from that index are then looked up instead of
+    encoded, with the same scores. Stored vectors must come from ``embedder``: pass the index's
+    (``CorpusIndex.embedder``) with them.
     """
 
     def __init__(self, embedder=None, *, stored: np.ndarray | None = None):
         from ragfunnel.retrieve.embed import bundled_embedder
 
-        if embedder is not None and stored is not None:
-            raise ValueError("stored vectors come from the bundled MiniLM; they cannot stand in for another embedder")
         self.embedder = embedder or bundled_embedder()
         self.stored = stored
 
@@ -154,20 +156,24 @@ class LLMYesNoPreRanker:
         return np.array([1.0 if r[0].text.strip().lower().startswith("yes") else 0.0 for r in replies])
 
 
-def load_pre_ranker(spec: str | Path, *, stored: np.ndarray | None = None) -> PreRanker:
+def load_pre_ranker(spec: str | Path, *, stored: np.ndarray | None = None, embedder=None) -> PreRanker:
     """``minilm``, ``llm:MODEL-SPEC``, or a cross-encoder's local directory or Hugging Face name.
 
-    ``stored``: an index's document vectors (``CorpusIndex.document_vectors``), which ``minilm`` reads.
+    ``stored``: an index's document vectors (``CorpusIndex.document_vectors``), which ``minilm`` reads;
+    ``embedder``: the index's embedder (``CorpusIndex.embedder``), which ``minilm`` encodes with. A
+    distilled model's prior is the bundled MiniLM's cosine it was trained with, so it reads ``stored``
+    only when the index's embedder is that MiniLM.
     A directory that is not a model, or a name not in the local Hugging Face cache, is refused here,
     listing the pre-rankers there are, before torch is imported.
     """
     spec = str(spec)
     if spec == "minilm":
-        return BiEncoderPreRanker(stored=stored)
+        return BiEncoderPreRanker(embedder=embedder, stored=stored)
     if spec.startswith("llm:"):
         return LLMYesNoPreRanker(spec.removeprefix("llm:"))
     weight = read_prior_weight(Path(spec))
     directory = model_directory(spec, role="pre-ranker", expected=PRE_RANKERS)
     if weight is not None:
-        return PriorCrossEncoderPreRanker(directory, weight=weight, stored=stored)
+        minilm = embedder is None or embedder.spec == DEFAULT_EMBEDDER
+        return PriorCrossEncoderPreRanker(directory, weight=weight, stored=stored if minilm else None)
     return CrossEncoderPreRanker(directory)

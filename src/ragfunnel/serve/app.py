@@ -243,7 +243,8 @@ def _retriever(index: Any, settings: Settings) -> Any:
     from ragfunnel.retrieve.attention import load_post_ranker
     from ragfunnel.retrieve.rerank import load_pre_ranker
 
-    return FunnelRetriever(index, pre_ranker=load_pre_ranker(settings.pre_ranker, stored=index.document_vectors),
+    return FunnelRetriever(index, pre_ranker=load_pre_ranker(settings.pre_ranker, stored=index.document_vectors,
+                                                             embedder=index.embedder),
                            post_ranker=load_post_ranker(settings.post_ranker))
 
 
