@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ragfunnel.errors import BackendUnavailable, RagfunnelError
 from ragfunnel.ray_cluster import RayOptions, connected
@@ -42,20 +43,27 @@ class EmbedBatch:
 
 def embed_on_ray(jobs: list[tuple[list[str], Path, str]], *, spec: str, options: RayOptions) -> None:
     """For every ``(texts, path, what)`` of ``jobs``, embed the texts with the embedder ``spec`` on Ray actors into
-    ``path`` (float32, row i for text i), joining the cluster once for all of them. Ray Data shows its own
-    progress (``RAY_DATA_DISABLE_PROGRESS_BARS=1`` turns it off)."""
+    ``path`` (float32, row i for text i), joining the cluster once for all of them. A progress bar counts
+    the texts whose vectors came back; Ray Data's own progress lines are turned off."""
     with connected(options.address) as ray:
-        actors = options.actors or max(1, int(ray.cluster_resources().get("CPU", 1) // options.cpus))
-        for texts, path, what in jobs:
-            shards = path.with_name(path.name + ".shards")
-            shards.mkdir()
-            log.info("%s: %d texts on %d Ray actors", what, len(texts), min(actors, -(-len(texts) // BLOCK_ROWS)))
-            _write_shards(ray, texts, shards, spec=spec, options=options, actors=actors)
-            merge_shards(shards, path, rows=len(texts))
-            shutil.rmtree(shards)
+        context = ray.data.DataContext.get_current()
+        logging.getLogger("ray.data").setLevel(logging.ERROR)  # after Ray Data configured its logging
+        ray_bars, context.enable_progress_bars = context.enable_progress_bars, False
+        try:
+            actors = options.actors or max(1, int(ray.cluster_resources().get("CPU", 1) // options.cpus))
+            for texts, path, what in jobs:
+                shards = path.with_name(path.name + ".shards")
+                shards.mkdir()
+                with tqdm(total=len(texts), desc=what, unit="text", disable=None) as bar:
+                    _write_shards(ray, texts, shards, spec=spec, options=options, actors=actors, bar=bar)
+                merge_shards(shards, path, rows=len(texts))
+                shutil.rmtree(shards)
+        finally:
+            context.enable_progress_bars = ray_bars
 
 
-def _write_shards(ray: Any, texts: list[str], shards: Path, *, spec: str, options: RayOptions, actors: int) -> None:
+def _write_shards(ray: Any, texts: list[str], shards: Path, *, spec: str, options: RayOptions, actors: int,
+                  bar: tqdm) -> None:
     """Embed ``texts`` on at most ``actors`` actors, saving every block that comes back as a shard: its
     vectors and their row numbers, named by its first row."""
     import pyarrow as pa
@@ -72,6 +80,7 @@ def _write_shards(ray: Any, texts: list[str], shards: Path, *, spec: str, option
             first = int(block["row"][0])
             np.save(shards / f"part-{first:010d}.rows.npy", block["row"])
             np.save(shards / f"part-{first:010d}.npy", block["vector"])
+            bar.update(len(block["row"]))
     except Exception as e:
         raise _ragfunnel_cause(e) or e from None
 
