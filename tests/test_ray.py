@@ -231,3 +231,15 @@ def test_sigterm_stops_a_ray_run_saying_what_is_saved_and_a_resume_finishes_it(t
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert sorted(json.loads(x)["example_id"] for x in rows.read_text().splitlines()) == sorted(e.id for e in examples)
+
+
+def test_the_pool_holds_only_workers_the_cluster_can_place(ray_cluster, caplog):
+    from ragfunnel.ray_cluster import pool_size
+
+    assert pool_size(ray_cluster, RayOptions()) == 2 and pool_size(ray_cluster, RayOptions(cpus=2)) == 1
+    assert pool_size(ray_cluster, RayOptions(actors=5)) == 2  # a third would wait forever, holding its pair
+    assert "--ray-actors 5: only 2 workers of 1 CPUs fit the cluster" in caplog.text
+    with pytest.raises(ConfigError, match="no Ray node has 4 CPUs free for a worker .*lower --ray-cpus"):
+        pool_size(ray_cluster, RayOptions(cpus=4))
+    with pytest.raises(ConfigError, match="no Ray node has 1 CPUs and 1 GPUs free"):
+        pool_size(ray_cluster, RayOptions(gpus=1))

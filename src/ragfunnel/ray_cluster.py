@@ -117,6 +117,23 @@ def connected(address: str | None) -> Iterator[Any]:
         ray.shutdown()
 
 
+def pool_size(ray: Any, options: RayOptions) -> int:
+    """How many workers to start: ``options.actors``, or as many as the cluster's CPUs hold at ``options.cpus``
+    each; never more than fit at once (a worker that cannot be placed would hold its pair forever)."""
+    nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    fits = sum(int(n.get("CPU", 0) // options.cpus) if not options.gpus else
+               min(int(n.get("CPU", 0) // options.cpus), int(n.get("GPU", 0) // options.gpus)) for n in nodes)
+    if fits < 1:
+        largest = max((n.get("CPU", 0) for n in nodes), default=0)
+        gpus = f" and {options.gpus:g} GPUs" if options.gpus else ""
+        raise ConfigError(f"no Ray node has {options.cpus} CPUs{gpus} free for a worker (the largest has "
+                          f"{largest:g} CPUs); lower --ray-cpus/--ray-gpus or add nodes")
+    if options.actors is not None and options.actors > fits:
+        logging.getLogger(__name__).warning("--ray-actors %d: only %d workers of %d CPUs fit the cluster; "
+                                            "starting %d", options.actors, fits, options.cpus, fits)
+    return min(options.actors or fits, fits)
+
+
 def _signal_handlers() -> dict[int, Any]:
     """This process's Python handlers for SIGINT and SIGTERM (none outside the main thread)."""
     if threading.current_thread() is not threading.main_thread():
@@ -151,7 +168,7 @@ def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None],
     with connected(options.address) as ray:
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
-        actors = options.actors or max(1, int(ray.cluster_resources().get("CPU", 1) // options.cpus))
+        actors = pool_size(ray, options)
         actor_class = ray.remote(num_cpus=options.cpus, num_gpus=options.gpus, max_restarts=0)(PairWorker)
         shared_job = ray.put(job)
         settings = process_settings() | {"threads": options.cpus}

@@ -19,7 +19,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from ragfunnel.errors import BackendUnavailable, RagfunnelError
-from ragfunnel.ray_cluster import RayOptions, connected
+from ragfunnel.ray_cluster import RayOptions, connected, pool_size
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def embed_on_ray(jobs: list[tuple[list[str], Path, str]], *, spec: str, options:
         logging.getLogger("ray.data").setLevel(logging.ERROR)  # after Ray Data configured its logging
         ray_bars, context.enable_progress_bars = context.enable_progress_bars, False
         try:
-            actors = options.actors or max(1, int(ray.cluster_resources().get("CPU", 1) // options.cpus))
+            actors = pool_size(ray, options)
             for texts, path, what in jobs:
                 shards = path.with_name(path.name + ".shards")
                 shards.mkdir()
