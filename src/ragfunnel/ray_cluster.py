@@ -15,7 +15,6 @@ row's error as on one machine; a backend that cannot be reached stops the run.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import threading
@@ -154,9 +153,6 @@ class PairWorker:
     def run(self, item: Any) -> Any:
         return self._job(item)
 
-    def pid(self) -> int:
-        return os.getpid()
-
 
 def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None], *, options: RayOptions,
               on_row: Callable[[R], None] = lambda row: None) -> None:
@@ -198,8 +194,8 @@ def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None],
                         if replaced > options.attempts * size:
                             raise BackendUnavailable(f"Ray workers keep dying ({replaced} lost; last: {reason}); "
                                                      "check the nodes' memory and `ray status`") from None
-                        logging.getLogger(__name__).warning("a Ray worker died mid-pair (%s); pair %d of %d "
-                                                            "attempts goes to another worker", reason, attempt,
+                        logging.getLogger(__name__).warning("a Ray worker died mid-pair (%s), run %d of at most %d; "
+                                                            "a new worker takes its place", reason, attempt,
                                                             options.attempts)
                         ray.kill(actor, no_restart=True)
                         idle.append(actor_class.remote(shared_job, settings))
