@@ -76,7 +76,7 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,6 +95,7 @@ K = 10  # recall@10, as issue 17 asks
 TARGET_RECALL, TARGET_RATIO = 0.95, 0.1  # issue 17: recall@10 ≥ 0.95 at ≤ 0.1× exact's p50
 KINDS = ("exact", *faiss_search.KINDS)
 DEFAULT_KINDS = ("exact", "flat", "hnsw", "ivf")
+SEARCH_PARAMETER = {"hnsw": "ef_search", "ivf": "nprobe", "ivfpq": "nprobe"}  # set per search, not at build
 TOPIC_SIZE = 200  # vectors per topic, on average
 GROUP_SIZE = 10  # vectors per group within a topic, on average
 SPREAD = math.sqrt(1.5)  # norm of a group centre's offset from its topic (see the module notes)
@@ -200,19 +201,27 @@ def measure_exact(vectors_path: Path, queries: np.ndarray) -> Measured:
                     rss_peak_bytes())
 
 
-def measure_faiss(kind: str, vectors_path: Path, path: Path, queries: np.ndarray) -> Measured:
+def measure_faiss(kind: str, vectors_path: Path, path: Path, queries: np.ndarray,
+                  sweep: Sequence[int] = ()) -> list[Measured]:
     """``faiss_search.build`` then ``FaissIndex.search``, as ``ragfunnel index --flat --faiss KIND`` and
-    ``ragfunnel search --flat`` call them (build's training sample seeded as there)."""
+    ``ragfunnel search --flat`` call them (build's training sample seeded as there): searched with the
+    library's parameters, then once more for each value of ``sweep`` given to the kind's query-time
+    parameter (``SEARCH_PARAMETER``: efSearch for HNSW, nprobe for IVF), on the same built index."""
     reset_rss_peak()
     config, build_seconds = timed(faiss_search.build, np.load(vectors_path, mmap_mode="r"), path, kind)
     build_peak = rss_peak_bytes()
     _, checksum_seconds = timed(file_sha256, path)
-    reset_rss_peak()  # the build's memory is freed: searching starts from a fresh process's footprint
     vectors = np.load(vectors_path, mmap_mode="r")
-    index, open_seconds = timed(lambda: faiss_search.FaissIndex(path, config, rows=len(vectors), dim=vectors.shape[1]))
-    seconds, rows = timed_searches(lambda q: index.search(q, K, vectors=vectors), queries)
-    return Measured(config.params, build_seconds, build_peak, path.stat().st_size, checksum_seconds, open_seconds,
-                    seconds, rows, rss_peak_bytes())
+    measured = []
+    for value in [None, *(v for v in sweep if v != config.params.get(SEARCH_PARAMETER.get(kind, "")))]:
+        setting = config if value is None else replace(config, params=config.params | {SEARCH_PARAMETER[kind]: value})
+        reset_rss_peak()  # the build's memory is freed: searching starts from a fresh process's footprint
+        index, open_seconds = timed(lambda s=setting: faiss_search.FaissIndex(path, s, rows=len(vectors),
+                                                                              dim=vectors.shape[1]))
+        seconds, rows = timed_searches(lambda q, i=index: i.search(q, K, vectors=vectors), queries)
+        measured.append(Measured(setting.params, build_seconds, build_peak, path.stat().st_size, checksum_seconds,
+                                 open_seconds, seconds, rows, rss_peak_bytes()))
+    return measured
 
 
 def recall(rows: list[np.ndarray], truth: list[np.ndarray]) -> float:
@@ -221,8 +230,10 @@ def recall(rows: list[np.ndarray], truth: list[np.ndarray]) -> float:
 
 
 def run(passages: int, queries: int, kinds: Sequence[str], *, seed: int, out: Path, threads: int | None = None,
-        embed: bool = True, keep: bool = False) -> dict[str, dict]:
-    """Generate the vectors under ``out``, measure every kind (exact first), and return the entries to merge."""
+        embed: bool = True, keep: bool = False, sweep: dict[str, Sequence[int]] | None = None) -> dict[str, dict]:
+    """Generate the vectors under ``out``, measure every kind (exact first), and return the entries to merge.
+    ``sweep`` maps a query-time parameter (``ef_search``, ``nprobe``) to more values to search with."""
+    sweep = sweep or {}
     if unknown := sorted(set(kinds) - set(KINDS)):
         raise ValueError(f"unknown kind(s) {', '.join(unknown)}; valid: {', '.join(KINDS)}")
     if queries < 2:
@@ -257,28 +268,30 @@ def run(passages: int, queries: int, kinds: Sequence[str], *, seed: int, out: Pa
     truth, exact_p50 = None, None
     for kind in ["exact", *(k for k in dict.fromkeys(kinds) if k != "exact")]:
         if kind == "exact":
-            measured = measure_exact(vectors_path, held_out)
-            truth = measured.rows
+            runs = [measure_exact(vectors_path, held_out)]
+            truth = runs[0].rows
         else:
             index_path = out / f"flat_{kind}_{passages}.faiss"
-            measured = measure_faiss(kind, vectors_path, index_path, held_out)
+            runs = measure_faiss(kind, vectors_path, index_path, held_out, sweep.get(SEARCH_PARAMETER.get(kind), ()))
             if not keep:
                 index_path.unlink()
-        p50 = statistics.median(measured.seconds[1:])
-        exact_p50 = exact_p50 or p50
-        found, ratio = recall(measured.rows, truth), p50 / exact_p50
-        result = KindResult(
-            kind=kind, passages=passages, params=measured.params, build_seconds=round(measured.build_seconds, 2),
-            index_bytes=measured.index_bytes, checksum_seconds=round(measured.checksum_seconds, 3),
-            open_seconds=round(measured.open_seconds, 4),
-            search={"queries": queries - 1, "first_query_ms": round(1000 * measured.seconds[0], 2),
-                    **latency_ms(measured.seconds[1:])},
-            recall_at_10=round(found, 4), p50_ratio=round(ratio, 4),
-            meets_target=None if kind == "exact" else bool(found >= TARGET_RECALL and ratio <= TARGET_RATIO),
-            build_peak_rss_bytes=measured.build_peak_rss_bytes, search_peak_rss_bytes=measured.search_peak_rss_bytes,
-            context=context)
-        entries[f"{kind}-{passages}"] = asdict(result)
-        print(table_row(entries[f"{kind}-{passages}"]), file=sys.stderr, flush=True)  # progress, hours at 5M
+        for i, measured in enumerate(runs):
+            p50 = statistics.median(measured.seconds[1:])
+            exact_p50 = exact_p50 or p50
+            found, ratio = recall(measured.rows, truth), p50 / exact_p50
+            result = KindResult(
+                kind=kind, passages=passages, params=measured.params, build_seconds=round(measured.build_seconds, 2),
+                index_bytes=measured.index_bytes, checksum_seconds=round(measured.checksum_seconds, 3),
+                open_seconds=round(measured.open_seconds, 4),
+                search={"queries": queries - 1, "first_query_ms": round(1000 * measured.seconds[0], 2),
+                        **latency_ms(measured.seconds[1:])},
+                recall_at_10=round(found, 4), p50_ratio=round(ratio, 4),
+                meets_target=None if kind == "exact" else bool(found >= TARGET_RECALL and ratio <= TARGET_RATIO),
+                build_peak_rss_bytes=measured.build_peak_rss_bytes,
+                search_peak_rss_bytes=measured.search_peak_rss_bytes, context=context)
+            name = kind if i == 0 else f"{kind}-{SEARCH_PARAMETER[kind]}{measured.params[SEARCH_PARAMETER[kind]]}"
+            entries[f"{name}-{passages}"] = asdict(result)
+            print(table_row(entries[f"{name}-{passages}"]), file=sys.stderr, flush=True)  # progress, hours at 5M
 
     if embed:
         entries[str(passages)] = {
@@ -364,8 +377,15 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=HERE / "out", help="where the vectors are written (gitignored)")
     parser.add_argument("--results", type=Path, default=HERE / "results" / "flat_search_scale.json")
     parser.add_argument("--keep", action="store_true", help="keep the vector and FAISS files")
+    parser.add_argument("--ef-search", default="", help="more HNSW efSearch values to search with, e.g. 256,512")
+    parser.add_argument("--nprobe", default="", help="more IVF nprobe values to search with, e.g. 250,500")
     args = parser.parse_args(argv)
     args.kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    try:
+        args.sweep = {name: [int(v) for v in text.split(",") if v.strip()]
+                      for name, text in (("ef_search", args.ef_search), ("nprobe", args.nprobe))}
+    except ValueError:
+        parser.error("--ef-search and --nprobe take comma-separated whole numbers")
     if unknown := sorted(set(args.kinds) - set(KINDS)):
         parser.error(f"unknown kind(s) {', '.join(unknown)} in --kinds; valid: {', '.join(KINDS)}")
     if args.queries < 2 or args.passages < 1:
@@ -376,7 +396,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     entries = run(args.passages, args.queries, args.kinds, seed=args.seed, out=args.out, threads=args.threads,
-                  embed=args.embed, keep=args.keep)
+                  embed=args.embed, keep=args.keep, sweep=args.sweep)
     merge(args.results, entries)
     print(table(entries))
     if str(args.passages) in entries:
