@@ -47,11 +47,11 @@ def test_the_index_type_follows_corpus_size_and_memory():
     assert choose_kind(1_000_001, 384, memory_bytes=plenty) == "ivf"
     assert choose_kind(1_000_000, 384, memory_bytes=little) == "ivfpq"  # 1.5 GB of vectors > half of 1 GB
     assert choose_kind(2_000_000, 384, memory_bytes=None) == "ivf"  # memory unknown: no compression
-    assert default_params("ivf", 1_000_000, 384) == {"nlist": 4000, "nprobe": 125}
-    assert default_params("ivfpq", 1_000_000, 384) == {"nlist": 4000, "nprobe": 125, "m": 48, "nbits": 8,
+    assert default_params("ivf", 1_000_000, 384) == {"nlist": 4000, "nprobe": 500}
+    assert default_params("ivfpq", 1_000_000, 384) == {"nlist": 4000, "nprobe": 500, "m": 48, "nbits": 8,
                                                        "refine": 16}
     assert default_params("ivf", 100, 384) == {"nlist": 2, "nprobe": 2}  # every list trained on >= 39 vectors
-    assert default_params("hnsw", 10, 8) == {"M": 32, "ef_construction": 64, "ef_search": 128}
+    assert default_params("hnsw", 10, 8) == {"M": 32, "ef_construction": 200, "ef_search": 128}
 
 
 def test_exact_faiss_top_k_equals_exact_search(faiss, corpus, tmp_path):
@@ -77,7 +77,7 @@ def test_approximate_indexes_recall_at_least_95_percent_of_exact_top_10(faiss, c
 def test_ivfpq_candidates_rescored_exactly_recall_at_least_95_percent(faiss, corpus, tmp_path):
     vectors, queries, exact = corpus
     index = opened(faiss, tmp_path, vectors, "ivfpq")
-    assert index.config.params == {"nlist": 512, "nprobe": 16, "m": 4, "nbits": 8, "refine": 16}
+    assert index.config.params == {"nlist": 512, "nprobe": 64, "m": 4, "nbits": 8, "refine": 16}
     assert len(index.candidates(queries[0], 10)) > 10  # refine x k candidates, re-scored from the vectors
     assert recall_at_10(index, vectors, queries, exact) >= 0.95
 

@@ -49,7 +49,7 @@ def test_every_kind_is_merged_beside_the_old_entries(results):
         assert entry["kind"] == kind and entry["passages"] == 5000 and entry["search"]["queries"] == 19
         assert entry["search"]["p50_ms"] > 0 and entry["index_bytes"] > 0 and entry["p50_ratio"] > 0
     assert results["exact-5000"]["meets_target"] is None and results["exact-5000"]["p50_ratio"] == 1.0
-    assert results["hnsw-5000"]["params"] == {"M": 32, "ef_construction": 64, "ef_search": 128}
+    assert results["hnsw-5000"]["params"] == {"M": 32, "ef_construction": 200, "ef_search": 128}
 
 
 def test_exact_and_flat_faiss_find_exact_searchs_top_10(results):
