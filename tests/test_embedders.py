@@ -59,6 +59,11 @@ def test_a_spec_naming_no_embedder_is_one_line_listing_the_forms(spec):
     assert all(form in message for form in forms)
 
 
+def test_an_embedder_spec_listing_several_servers_is_refused():
+    with pytest.raises(ConfigError, match="lists several servers; an embedder spec takes one: openai:URL#MODEL"):
+        resolve_embedder("openai:http://a:8000/v1,http://b:8000/v1#m")
+
+
 def test_a_model_that_is_not_there_is_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     for spec, why in [(f"hf:{tmp_path / 'none'}", "does not exist"), (str(tmp_path / "empty"), "no config.json"),

@@ -105,8 +105,9 @@ def test_ray_options_without_the_extra_or_with_threads_say_what_to_do(tmp_path, 
     out = ["--out", str(tmp_path / "r")]
     both = CliRunner().invoke(main, ["eval", str(data), *out, "--workers", "2", "--ray", "local"])
     assert both.exit_code == 1 and "pass one of them" in both.output
-    alone = CliRunner().invoke(main, ["eval", str(data), *out, "--ray-actors", "2"])
-    assert alone.exit_code == 1 and "pass --ray too" in alone.output
+    for option, value in (("--ray-actors", "2"), ("--ray-cpus", "2"), ("--ray-gpus", "1")):
+        alone = CliRunner().invoke(main, ["eval", str(data), *out, option, value])
+        assert alone.exit_code == 1 and f"{option} sizes a Ray run; pass --ray too" in alone.output
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the [ray] extra were not installed
     for command in (["eval", str(data), *out], ["scale", "grid", str(data), "--index", "ix", *out]):
         result = CliRunner().invoke(main, [*command, "--ray"])
@@ -243,3 +244,33 @@ def test_the_pool_holds_only_workers_the_cluster_can_place(ray_cluster, caplog):
         pool_size(ray_cluster, RayOptions(cpus=4))
     with pytest.raises(ConfigError, match="no Ray node has 1 CPUs and 1 GPUs free"):
         pool_size(ray_cluster, RayOptions(gpus=1))
+
+
+def test_a_missing_extra_survives_the_trip_back_from_a_worker():
+    import pickle
+
+    from ragfunnel.errors import MissingExtra
+
+    error = pickle.loads(pickle.dumps(MissingExtra("llama_cpp", "llamacpp")))
+    assert isinstance(error, MissingExtra) and "pip install 'ragfunnel[llamacpp]'" in str(error)
+
+
+@dataclass(frozen=True)
+class SlowThenUnreachable:
+    """Item 0 fails at once; the others finish meanwhile."""
+
+    def __call__(self, item):
+        if item == 0:
+            time.sleep(1.5)  # the others are done by then
+            raise BackendUnavailable("server gone")
+        return item
+
+    def failed(self, item, message):
+        return None
+
+
+def test_rows_finished_elsewhere_are_kept_when_a_pair_stops_the_run(ray_cluster):
+    rows = []
+    with pytest.raises(BackendUnavailable, match="server gone"):
+        ray_drain([0, 1, 2, 3], SlowThenUnreachable(), rows.append, options=RayOptions(actors=2))
+    assert 0 not in rows and len(rows) >= 2  # at least the pairs the other worker finished meanwhile

@@ -29,6 +29,11 @@ class MissingExtra(BackendUnavailable):
             f"the optional dependency '{module}' is not installed; "
             f"install it with: pip install 'ragfunnel[{extra}]'"
         )
+        self.module, self.extra = module, extra
+
+    def __reduce__(self) -> tuple:
+        """Rebuilt from its two names, so it survives the trip back from a Ray worker."""
+        return (MissingExtra, (self.module, self.extra))
 
 
 class RunBusy(ConfigError):

@@ -15,6 +15,7 @@ row's error as on one machine; a backend that cannot be reached stops the run.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -29,6 +30,7 @@ from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra
 R = TypeVar("R")
 
 CONNECT_SECONDS = 5.0  # a head node that does not accept a connection in this long is reported unreachable
+FORWARDED_VARIABLES = ("OPENAI_API_KEY", "RAGFUNNEL_CACHE")
 
 
 class PairJob(Protocol[R]):
@@ -96,6 +98,9 @@ def connected(address: str | None) -> Iterator[Any]:
     check_address(address)
     quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
     handlers = _signal_handlers()
+    # Workers on other nodes do not inherit this process's environment: send what they need to reach servers.
+    env = {name: os.environ[name] for name in FORWARDED_VARIABLES if name in os.environ}
+    quiet |= {"runtime_env": {"env_vars": env}} if env else {}
     try:
         if address in (None, "local"):
             ray.init(address=address, include_dashboard=False, **quiet)
@@ -162,17 +167,22 @@ def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None],
     from ragfunnel.llm.registry import process_settings
 
     with connected(options.address) as ray:
-        from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
+        from ray.exceptions import NodeDiedError, OutOfMemoryError, RayActorError, RayTaskError, WorkerCrashedError
 
-        actors = pool_size(ray, options)
+        lost_worker = (RayActorError, WorkerCrashedError, OutOfMemoryError, NodeDiedError)
         actor_class = ray.remote(num_cpus=options.cpus, num_gpus=options.gpus, max_restarts=0)(PairWorker)
         shared_job = ray.put(job)
         settings = process_settings() | {"threads": options.cpus}
-        size = min(actors, len(todo))
+        size = min(pool_size(ray, options), len(todo))
         idle = [actor_class.remote(shared_job, settings) for _ in range(size)]
         queue: deque[tuple[Any, int]] = deque((item, 1) for item in todo)
         running: dict[Any, tuple[Any, Any, int]] = {}  # object ref -> (actor, item, attempt)
         replaced = 0
+
+        def finish(row: R) -> None:
+            record(row)
+            on_row(row)
+
         try:
             while queue or running:
                 while queue and idle:
@@ -184,8 +194,9 @@ def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None],
                     try:
                         row = ray.get(ref)
                     except RayTaskError as e:  # the pair's job raised what it lets escape on one machine too
+                        _keep_finished(ray, running, finish)
                         raise e.cause if isinstance(e.cause, BaseException) else e from None
-                    except (RayActorError, WorkerCrashedError) as e:
+                    except lost_worker as e:
                         reason = _first_line(e)
                         if getattr(e, "actor_init_failed", False):
                             raise BackendUnavailable(f"a Ray worker could not start ({reason}); install ragfunnel "
@@ -194,11 +205,14 @@ def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None],
                         if replaced > options.attempts * size:
                             raise BackendUnavailable(f"Ray workers keep dying ({replaced} lost; last: {reason}); "
                                                      "check the nodes' memory and `ray status`") from None
-                        logging.getLogger(__name__).warning("a Ray worker died mid-pair (%s), run %d of at most %d; "
-                                                            "a new worker takes its place", reason, attempt,
-                                                            options.attempts)
+                        logging.getLogger(__name__).warning("a Ray worker died mid-pair (%s), run %d of at most %d",
+                                                            reason, attempt, options.attempts)
                         ray.kill(actor, no_restart=True)
-                        idle.append(actor_class.remote(shared_job, settings))
+                        if len(idle) + len(running) < min(size, pool_size(ray, options)):  # its node may be gone
+                            idle.insert(0, actor_class.remote(shared_job, settings))  # live workers go first
+                        elif not idle and not running:
+                            raise BackendUnavailable(f"no Ray worker is left ({reason}); check `ray status`, "
+                                                     "then re-run to resume") from None
                         if attempt < options.attempts:
                             queue.append((item, attempt + 1))
                             continue
@@ -206,11 +220,24 @@ def ray_drain(todo: Sequence[Any], job: PairJob[R], record: Callable[[R], None],
                                                "re-run to retry it")
                     else:
                         idle.append(actor)
-                    record(row)
-                    on_row(row)
+                    finish(row)
         finally:
             for actor in idle + [actor for actor, _, _ in running.values()]:
                 ray.kill(actor, no_restart=True)
+
+
+def _keep_finished(ray: Any, running: dict[Any, tuple[Any, Any, int]], finish: Callable[[Any], None]) -> None:
+    """Record the rows other workers have already finished, before a run stops on an error."""
+    if not running:
+        return
+    done, _ = ray.wait(list(running), num_returns=len(running), timeout=0)
+    for ref in done:
+        try:
+            row = ray.get(ref)
+        except Exception:  # noqa: BLE001 - the run is stopping on another error; this pair runs again on resume
+            continue
+        running.pop(ref)
+        finish(row)
 
 
 def _first_line(error: BaseException) -> str:

@@ -45,10 +45,11 @@ def ray_options(work: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                               "put it after the arguments."),
             click.option("--ray-actors", type=click.IntRange(min=1), metavar="N",
                          help="Ray workers, each loading its models once [default: the cluster's CPUs / --ray-cpus]."),
-            click.option("--ray-cpus", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-                         help="CPUs each Ray worker reserves; in-process models use as many threads."),
-            click.option("--ray-gpus", type=click.FloatRange(min=0), default=0, show_default=True, metavar="G",
-                         help="GPUs each Ray worker reserves (for models that run on them)."),
+            click.option("--ray-cpus", type=click.IntRange(min=1), metavar="N",
+                         help="CPUs each Ray worker reserves; llama.cpp models and the bundled MiniLM run with as "
+                              "many threads [default: 1]."),
+            click.option("--ray-gpus", type=click.FloatRange(min=0), metavar="G",
+                         help="GPUs each Ray worker reserves, for models that run on them [default: 0]."),
         ]):
             command = option(command)
         return command
@@ -62,15 +63,17 @@ def ray_from(given: dict[str, Any]) -> RayOptions | None:
     from ragfunnel.ray_cluster import RayOptions, check_address, import_ray
 
     address = given.pop("ray_address", None)
-    actors, cpus, gpus = given.pop("ray_actors", None), given.pop("ray_cpus", 1), given.pop("ray_gpus", 0)
+    sizes = {"--ray-actors": given.pop("ray_actors", None), "--ray-cpus": given.pop("ray_cpus", None),
+             "--ray-gpus": given.pop("ray_gpus", None)}
     if address is None:
-        if actors is not None:
-            raise ConfigError("--ray-actors sizes a Ray run; pass --ray too")
+        if given_sizes := [option for option, value in sizes.items() if value is not None]:
+            raise ConfigError(f"{given_sizes[0]} sizes a Ray run; pass --ray too")
         return None
     import_ray()
     address = None if address == _RAY_DEFAULT else address
     check_address(address)
-    return RayOptions(address=address, actors=actors, cpus=cpus, gpus=gpus)
+    return RayOptions(address=address, actors=sizes["--ray-actors"], cpus=sizes["--ray-cpus"] or 1,
+                      gpus=sizes["--ray-gpus"] or 0.0)
 
 
 def model_settings(given: dict[str, Any]) -> None:

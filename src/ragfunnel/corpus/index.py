@@ -294,7 +294,8 @@ def build_index(
         jobs.append((_write_spans(docs, tmp, passage_words), tmp / "flat.vectors.npy", "embed passages"))
     if embed_documents:
         jobs.append(([d.render() for d in docs], tmp / DOCUMENT_VECTORS, "embed documents"))
-    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray)
+    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
+                   identity=chosen.identity if chosen else None)
     n_passages = len(jobs[0][0]) if flat else 0
     faiss_config = None
     if flat and (faiss or ("auto" if faiss_installed() else "none")) != "none":
@@ -355,13 +356,15 @@ def _write_spans(docs: list[Document], root: Path, passage_words: int) -> list[s
     return texts
 
 
-def _write_vectors(jobs: list[tuple[list[str], Path, str]], *, spec: str, ray: RayOptions | None) -> None:
+def _write_vectors(jobs: list[tuple[list[str], Path, str]], *, spec: str, ray: RayOptions | None,
+                   identity: str | None) -> None:
     """Write the embeddings of every job's texts by the embedder ``spec`` to its file: on Ray workers with
-    ``ray`` (into the same files, merged from shards), else in this process."""
+    ``ray`` (into the same files, merged from shards; each worker's embedder must have ``identity``, the
+    one the manifest records, when given), else in this process."""
     if ray is not None:
         from ragfunnel.corpus.ray_embedding import embed_on_ray
 
-        embed_on_ray(jobs, spec=spec, options=ray)
+        embed_on_ray(jobs, spec=spec, identity=identity, options=ray)
         return
     for texts, path, desc in jobs:
         np.save(path, _embed(texts, desc, spec=spec))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from ragfunnel.errors import BackendUnavailable, RagfunnelError
+from ragfunnel.errors import BackendUnavailable, ModelError, RagfunnelError
 from ragfunnel.ray_cluster import RayOptions, connected, pool_size
 
 log = logging.getLogger(__name__)
@@ -32,38 +32,46 @@ BATCH_ROWS = 256  # texts per embedder call, as a one-process build encodes them
 class EmbedBatch:
     """Ray Data's callable class: each actor resolves the embedder once, with ``threads`` CPU threads."""
 
-    def __init__(self, spec: str, threads: int):
+    def __init__(self, spec: str, threads: int, identity: str | None):
         from ragfunnel.retrieve.embedders import resolve_embedder
 
         self._embedder = resolve_embedder(spec, threads=threads)
+        if identity is not None and self._embedder.identity != identity:  # another snapshot on this node
+            raise ModelError(f"the embedder {spec} on a Ray node is not the one this process has "
+                             f"({self._embedder.identity} vs {identity}); install the same files on every node")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {"row": batch["row"], "vector": self._embedder.encode([str(t) for t in batch["text"]])}
 
 
-def embed_on_ray(jobs: list[tuple[list[str], Path, str]], *, spec: str, options: RayOptions) -> None:
+def embed_on_ray(jobs: list[tuple[list[str], Path, str]], *, spec: str, options: RayOptions,
+                 identity: str | None = None) -> None:
     """For every ``(texts, path, what)`` of ``jobs``, embed the texts with the embedder ``spec`` on Ray actors into
     ``path`` (float32, row i for text i), joining the cluster once for all of them. A progress bar counts
-    the texts whose vectors came back; Ray Data's own progress lines are turned off."""
+    the texts whose vectors came back; Ray Data's own progress lines are turned off for the while. Every
+    worker's embedder must have ``identity`` (the driver's), when given."""
     with connected(options.address) as ray:
-        context = ray.data.DataContext.get_current()
-        logging.getLogger("ray.data").setLevel(logging.ERROR)  # after Ray Data configured its logging
+        context, ray_log = ray.data.DataContext.get_current(), logging.getLogger("ray.data")
         ray_bars, context.enable_progress_bars = context.enable_progress_bars, False
+        ray_level = ray_log.level
+        ray_log.setLevel(logging.ERROR)  # after Ray Data configured its logging
         try:
             actors = pool_size(ray, options)
             for texts, path, what in jobs:
                 shards = path.with_name(path.name + ".shards")
                 shards.mkdir()
                 with tqdm(total=len(texts), desc=what, unit="text", disable=None) as bar:
-                    _write_shards(ray, texts, shards, spec=spec, options=options, actors=actors, bar=bar)
+                    _write_shards(ray, texts, shards, spec=spec, identity=identity, options=options, actors=actors,
+                                  bar=bar)
                 merge_shards(shards, path, rows=len(texts))
                 shutil.rmtree(shards)
         finally:
             context.enable_progress_bars = ray_bars
+            ray_log.setLevel(ray_level)
 
 
-def _write_shards(ray: Any, texts: list[str], shards: Path, *, spec: str, options: RayOptions, actors: int,
-                  bar: tqdm) -> None:
+def _write_shards(ray: Any, texts: list[str], shards: Path, *, spec: str, identity: str | None,
+                  options: RayOptions, actors: int, bar: tqdm) -> None:
     """Embed ``texts`` on at most ``actors`` actors, saving every block that comes back as a shard: its
     vectors and their row numbers, named by its first row."""
     import pyarrow as pa
@@ -71,7 +79,7 @@ def _write_shards(ray: Any, texts: list[str], shards: Path, *, spec: str, option
     blocks = [pa.table({"row": np.arange(start, min(start + BLOCK_ROWS, len(texts))),
                         "text": texts[start:start + BLOCK_ROWS]}) for start in range(0, len(texts), BLOCK_ROWS)]
     vectors = ray.data.from_arrow(blocks).map_batches(
-        EmbedBatch, fn_constructor_args=(spec, options.cpus), batch_size=BATCH_ROWS, batch_format="numpy",
+        EmbedBatch, fn_constructor_args=(spec, options.cpus, identity), batch_size=BATCH_ROWS, batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=min(actors, len(blocks))), num_cpus=options.cpus,
         num_gpus=options.gpus)
     vectors.context.raise_original_map_exception = True  # this dataset's only: a worker's error, not a wrapper

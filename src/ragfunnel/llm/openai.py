@@ -38,8 +38,8 @@ class OpenAICompatibleLLM(BaseLLM):
     accepts connections and never answers costs about ``deadline``, not ``timeout`` per retry.
 
     ``base_url`` may list several servers of the same model. Each request (completion, tokenize,
-    models lookup) goes to the next one in turn; a server that takes no connection or answers HTTP
-    5xx sits out ``cool_off`` seconds and the request moves on to the next server at once, within
+    models lookup) goes to the next one in turn; a server that takes no connection, does not answer in
+    time or answers HTTP 5xx sits out ``cool_off`` seconds and the request moves on to the next server at once, within
     the same attempt and deadline. A server sitting out is tried only after all the others, and
     rejoins the turn when its cool-off ends: the next request sent to it is the health check.
     """
@@ -200,8 +200,10 @@ class OpenAICompatibleLLM(BaseLLM):
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 errors.append(f"cannot connect to {url}: {e}")
             except httpx.TimeoutException:
-                raise TransientError(f"no answer from {url} within {timeouts.read:.3g}s; "
-                                     "raise the timeout if the server is only slow") from None
+                if len(self.base_urls) == 1:
+                    raise TransientError(f"no answer from {url} within {timeouts.read:.3g}s; "
+                                         "raise the timeout if the server is only slow") from None
+                errors.append(f"no answer from {url} within {timeouts.read:.3g}s")  # stuck: the others may answer
             except httpx.HTTPError as e:
                 raise TransientError(f"request to {url} failed: {e}") from None
             else:

@@ -77,6 +77,9 @@ def resolve_embedder(spec: str, *, threads: int = 2) -> Embedder:
         return bundled_embedder(threads)
     if kind == "hf" and rest:
         return HFEmbedder(rest, threads=threads)
+    if kind == "openai" and "," in rest.partition("#")[0]:
+        raise ConfigError(f"embedder {spec!r} lists several servers; an embedder spec takes one: "
+                          "openai:URL#MODEL")
     if kind == "openai" and rest.startswith(("http://", "https://")) and "#" in rest:
         url, _, model = rest.partition("#")
         if model and url.rstrip("/").partition("://")[2]:

@@ -10,8 +10,8 @@ FAISS index reads a small part of them. Which one (``choose_kind``):
            walked at random, so it must sit in memory: ~1.8 GB at 1M × 384 (vectors plus 256 B of links
            each), acceptable there, too much beyond.
 ``ivf``    above 1M: ``IndexIVFFlat`` with nlist ≈ 4·√n lists and nprobe = nlist/8 of them (at least 8)
-           read per query (~12% of the vectors, for recall@10 ≥ 0.95). Its lists are memory-mapped, so the RAM it needs is the
-           page cache of the lists queries touch, not the whole index.
+           read per query (~12% of the vectors, for recall@10 ≥ 0.95). Its lists are memory-mapped, so the
+           RAM it needs is the page cache of the lists queries touch, not the whole index.
 ``ivfpq``  when the float32 vectors would fill over half the machine's memory: ``IndexIVFPQ`` keeps
            d/8 bytes per vector (32× less), and its candidates (``refine`` = 16 × k of them) are re-scored
            exactly from the memory-mapped ``flat.vectors.npy``, which wins back PQ's recall loss (0.94
@@ -77,7 +77,7 @@ class FaissConfig:
         return cls(**data)
 
     def describe(self) -> str:
-        """``hnsw (M=32, ef_construction=64, ef_search=128)``."""
+        """``hnsw (M=32, ef_construction=200, ef_search=128)``."""
         return self.kind + (f" ({', '.join(f'{k}={v}' for k, v in self.params.items())})" if self.params else "")
 
 

@@ -32,9 +32,14 @@ def method_for(config: Config, *, index: CorpusIndex | str | Path, strong: str |
                        demonstrations=demonstrations, task=task, **options)
 
 
-@lru_cache(maxsize=4)
 def open_index(path: str) -> CorpusIndex:
-    """The index at ``path``, opened once per process (its checksums are verified on opening)."""
+    """The index at ``path``, opened once per process while it is unchanged (its checksums are verified
+    on opening; a rebuild rewrites its manifest, and is opened afresh)."""
+    return _open_index(path, (Path(path) / "manifest.json").stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=4)
+def _open_index(path: str, manifest_mtime: int) -> CorpusIndex:
     return CorpusIndex(path)
 
 
