@@ -203,3 +203,22 @@ def test_the_fingerprint_is_the_same_whichever_order_lists_the_servers():
     forward = OpenAICompatibleLLM(["http://a:1/v1", "http://b:1/v1"], "m")
     backward = OpenAICompatibleLLM(["http://b:1/v1/", "http://a:1/v1"], "m")
     assert forward.fingerprint == backward.fingerprint == "openai:http://a:1/v1,http://b:1/v1#m"
+
+
+def test_a_stuck_server_among_several_sits_out_and_the_others_answer(servers, monkeypatch, caplog):
+    import socket
+    import time
+
+    monkeypatch.setattr(OpenAICompatibleLLM, "cool_off", 60.0)
+    stuck = socket.create_server(("127.0.0.1", 0))  # accepts connections (the backlog), never answers
+    try:
+        url = f"http://127.0.0.1:{stuck.getsockname()[1]}/v1"
+        llm = OpenAICompatibleLLM([url, servers[0].url], "m", timeout=1, max_retries=0)
+        started = time.monotonic()
+        answers = [llm.generate([f"question {i}"])[0][0].text for i in range(4)]
+        assert answers == ["Paris"] * 4 and completions(servers[0]) == 4
+        assert time.monotonic() - started < 4  # one timeout, then the stuck server sits out
+        warned = [r.getMessage() for r in caplog.records]
+        assert any(m.startswith(f"no answer from {url}/chat/completions within 1s") for m in warned)
+    finally:
+        stuck.close()
