@@ -84,11 +84,59 @@ def test_a_server_embedder_sends_batches_and_returns_unit_rows_in_input_order(em
     assert embedder.dim == 27 and embedder.spec == embedder.identity == f"openai:{url}#m"
 
 
-def test_an_unreachable_server_is_one_line():
+def test_an_unreachable_server_is_one_line(monkeypatch):
+    from ragfunnel.retrieve.embedders import OpenAIEmbedder
+
+    monkeypatch.setattr(OpenAIEmbedder, "backoff_seconds", 0.0)
     url = f"http://127.0.0.1:{closed_port()}/v1"
     with pytest.raises(BackendUnavailable) as e:
         resolve_embedder(f"openai:{url}#m").encode(["x"])
-    assert one_line(e).startswith(f"cannot reach {url}/embeddings: ")
+    assert one_line(e).startswith(f"cannot reach {url}/embeddings: ") and one_line(e).endswith("(3 attempts)")
+
+
+@pytest.fixture
+def busy_server():
+    """An embeddings server answering HTTP 503 to its first ``busy[0]`` requests, then letter counts."""
+    import http.server
+    import threading
+
+    busy = [0]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's naming
+            texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["input"]
+            status, body = (503, {"error": "busy"}) if busy[0] > 0 else (200, {"data": [
+                {"index": i, "embedding": letter_counts(t)} for i, t in enumerate(texts)]})
+            busy[0] -= 1
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/v1", busy
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_busy_server_is_asked_again_and_one_that_stays_busy_is_one_line(busy_server, monkeypatch):
+    from ragfunnel.retrieve.embedders import OpenAIEmbedder
+
+    pytest.importorskip("httpx", reason="needs the [openai] extra")
+    monkeypatch.setattr(OpenAIEmbedder, "backoff_seconds", 0.0)
+    url, busy = busy_server
+    busy[0] = 2  # two 503s, then an answer: within the three attempts
+    vectors = OpenAIEmbedder(url, "m").encode(["abc", "xyz"])
+    assert vectors.shape[0] == 2 and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    busy[0] = 3
+    with pytest.raises(BackendUnavailable) as e:
+        OpenAIEmbedder(url, "m").encode(["abc"])
+    assert one_line(e) == f"{url}/embeddings kept answering HTTP 503; check the server's load and logs (3 attempts)"
 
 
 def test_an_index_records_its_embedder_and_encodes_queries_and_documents_with_it(tmp_path, embedding_server):

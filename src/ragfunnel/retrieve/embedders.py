@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +31,7 @@ EMBEDDERS = ("bundled:minilm (the default), hf:NAME_OR_DIR (a Hugging Face encod
              "directory), a model directory, or openai:URL#MODEL (an OpenAI-compatible embeddings server)")
 SERVER_BATCH = 64  # texts per embeddings request
 CONNECT_SECONDS, ANSWER_SECONDS = 5.0, 120.0
+ATTEMPTS, RETRY_STATUS = 3, {429, 500, 502, 503, 504}  # per request, for a server that is busy or restarting
 
 
 class Embedder(Protocol):
@@ -160,6 +162,8 @@ class OpenAIEmbedder:
     """An OpenAI-compatible ``/embeddings`` endpoint; ``OPENAI_API_KEY`` is sent if set. Rows are
     L2-normalised here, since not every server normalises."""
 
+    backoff_seconds = 1.0  # before the second attempt; doubled before each later one
+
     def __init__(self, url: str, model: str):
         self.url, self.model = url.rstrip("/"), model
         self.spec = self.identity = f"openai:{self.url}#{model}"
@@ -187,17 +191,25 @@ class OpenAIEmbedder:
             self._client = httpx.Client(headers={"Authorization": f"Bearer {key}"} if key else {},
                                         timeout=httpx.Timeout(ANSWER_SECONDS, connect=CONNECT_SECONDS))
         url = f"{self.url}/embeddings"
-        try:
-            r = self._client.post(url, json={"model": self.model, "input": texts})
-        except httpx.TimeoutException:
-            raise BackendUnavailable(f"no answer from {url} within {ANSWER_SECONDS:g}s; check the server") from None
-        except httpx.HTTPError as e:
-            reason = "connection refused" if "refused" in str(e).lower() else str(e)
-            raise BackendUnavailable(f"cannot reach {url}: {reason}; start the server or fix the URL") from None
+        for attempt in range(1, ATTEMPTS + 1):  # a busy or restarting server is asked again, after a pause
+            try:
+                r = self._client.post(url, json={"model": self.model, "input": texts})
+            except httpx.TimeoutException:
+                problem = f"no answer from {url} within {ANSWER_SECONDS:g}s; check the server"
+            except httpx.HTTPError as e:
+                reason = "connection refused" if "refused" in str(e).lower() else str(e)
+                problem = f"cannot reach {url}: {reason}; start the server or fix the URL"
+            else:
+                if r.status_code not in RETRY_STATUS:
+                    break
+                problem = f"{url} kept answering HTTP {r.status_code}; check the server's load and logs"
+            if attempt == ATTEMPTS:
+                raise BackendUnavailable(f"{problem} ({ATTEMPTS} attempts)")
+            time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
         if r.status_code >= 400:
             body = " ".join(r.text[:200].split())
             raise BackendUnavailable(f"{url} refused the request (HTTP {r.status_code}: {body}); check the model "
-                                     f"name {self.model!r} and the API key")
+                                     f"name {self.model!r}, the API key, and that each text fits the model's input")
         return self._vectors(r, url, len(texts))
 
     def _vectors(self, r, url: str, n: int) -> np.ndarray:
