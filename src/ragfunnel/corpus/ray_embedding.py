@@ -21,8 +21,6 @@ from tqdm.auto import tqdm
 from ragfunnel.errors import BackendUnavailable, ModelError, RagfunnelError
 from ragfunnel.ray_cluster import RayOptions, connected, pool_size
 
-log = logging.getLogger(__name__)
-
 # Rows per input block, and so per actor call and per shard (~1.5 MB of 384-d vectors): many blocks keep every
 # actor busy. Ray Data bundles input blocks until a call has BATCH_ROWS rows, so a block holds at least that many.
 BLOCK_ROWS = 1024
