@@ -23,6 +23,11 @@ TEXT = " ".join(f"filler{i}" for i in range(700)) + " The ferry to Gull Rock lea
     " ".join(f"more{i}" for i in range(700))
 
 
+def local(app) -> TestClient:
+    """A test client that talks to the app as a local browser or SDK does (Host 127.0.0.1:8000)."""
+    return TestClient(app, base_url="http://127.0.0.1:8000")
+
+
 def reply(prompt: str, i: int) -> str:
     if "Rationale:" in prompt:
         return "Rationale: the ferry to Gull Rock leaves at nine.\nAnswer: nine"
@@ -34,7 +39,7 @@ def client(request):
     settings = getattr(request, "param", None) or Settings(light="fake:light", strong="fake:strong", prefill=False)
     with registered("fake:light", FakeLLM(reply, name="fake-light")), \
             registered("fake:strong", FakeLLM(reply, name="fake-strong")), \
-            TestClient(create_app(settings)) as c:
+            local(create_app(settings)) as c:
         yield c
 
 
@@ -148,7 +153,7 @@ def test_a_corpus_method_answers_from_an_index_the_operator_named(tmp_path):
                         indexes={"lights": str(tmp_path / "ix")})
     with registered("fake:light", FakeLLM(reply)), \
             registered("fake:strong", FakeLLM(lambda prompt, i: "Port Ellis" if "Port Ellis" in prompt else "?")), \
-            TestClient(create_app(settings)) as client:
+            local(create_app(settings)) as client:
         r = client.post("/v1/answer", json={"question": "Where was Martha Quill born?", "index": "lights",
                                             "method": "drag", "options": {"documents": 2}})
         assert r.status_code == 200, r.text
@@ -190,7 +195,7 @@ def test_a_request_past_its_deadline_is_504_and_the_server_goes_on():
 
     settings = Settings(light="fake:light", strong="fake:strong", prefill=False, deadline=0.5)
     with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(slow)), \
-            TestClient(create_app(settings)) as client:
+            local(create_app(settings)) as client:
         r = client.post("/v1/answer", json={"question": "When?", "text": TEXT, "method": "lc"})
         assert r.status_code == 504 and "deadline of 0.5 s" in r.json()["detail"]
         assert client.get("/healthz").json()["status"] == "ok"

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import os
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from ragfunnel.errors import ConfigError, MissingExtra
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
+
+log = logging.getLogger(__name__)
 
 TOKEN_ENV = "RAGFUNNEL_TOKEN"
 
@@ -42,37 +51,98 @@ def is_loopback(host: str) -> bool:
 @click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
               help="A corpus index (`ragfunnel index`) clients may search and ask by NAME (repeatable); clients "
                    "never pass paths.")
-@click.option("--post-ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
+@click.option("--pre-ranker", default=DEFAULT_PRE_RANKER, show_default=True, metavar="SPEC",
+              help="Funnel search's stage 2 document ranker (with --index).")
+@click.option("--post-ranker", default=DEFAULT_LIGHT, show_default=True, metavar="SPEC",
               help="Funnel search's stage 3 attention model (with --index).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Also answer requests addressed to NAME (the Host header); loopback names always are. Others get "
+                   "421, which stops web pages reaching the server by DNS rebinding. '*' answers any (needs --token).")
 @click.option("--no-cache", is_flag=True,
               help="Bypass the on-disk caches (LLM calls, kept document states); memory keeps them per process.")
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
           max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool, indexes: tuple[str, ...],
-          post_ranker: str, no_cache: bool) -> None:
-    """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once."""
+          pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool) -> None:
+    """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once.
+
+    The port is taken first, then the models load; either failing is one error line. SIGTERM or Ctrl-C
+    answers running and queued requests with 503 and stops within about two seconds.
+    """
     try:
         import uvicorn
 
-        from ragfunnel.serve.app import Settings, create_app
+        from ragfunnel.serve.app import Settings, create_app, load
     except ImportError as e:
         raise MissingExtra(e.name or "fastapi", "serve") from None
     if not is_loopback(host) and not token:
         raise ConfigError(f"--host {host} is reachable from other machines; set --token (or ${TOKEN_ENV}) so only "
                           "clients with it are answered, or bind 127.0.0.1")
+    if "*" in allowed_hosts and not token:
+        raise ConfigError("--allowed-host '*' answers requests for any host name, so any web page could reach the "
+                          f"server by DNS rebinding; set --token (or ${TOKEN_ENV}) too, or name the hosts")
     named = {}
     for item in indexes:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
             raise ConfigError(f"--index {item!r}: write it as NAME=DIR, e.g. --index musique=indexes/musique")
         named[name] = path
+    hosts = [*allowed_hosts, *([] if host in ("0.0.0.0", "::") else [host])]
     settings = Settings(light=light, strong=strong, token=token or None, queue=queue, deadline=deadline,
                         max_body_bytes=int(max_body_mb * 1024 * 1024), cors_origins=list(cors_origins),
-                        prefill=not no_prefill, indexes=named, post_ranker=post_ranker)
+                        allowed_hosts=hosts, prefill=not no_prefill, indexes=named, pre_ranker=pre_ranker,
+                        post_ranker=post_ranker)
     if no_cache:
         from ragfunnel.llm import set_disk_caches
 
         set_disk_caches(False)
+    listener = listen(host, port)  # before the models load: a busy port is found in a second, not a minute
     logging.getLogger("ragfunnel.serve").setLevel(logging.INFO)
-    click.echo(f"ragfunnel serve: loading {light} and {strong}; inspector at http://{host}:{port}/", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+    click.echo(f"ragfunnel serve: loading {light} and {strong}", err=True)
+    app = create_app(settings, loaded=load(settings))
+    click.echo(f"ragfunnel serve: inspector at http://{_url_host(host)}:{port}/", err=True)
+    server = _stopping_server(uvicorn, uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2),
+                              stop=app.state.stop)
+    server.run(sockets=[listener])
+    if not app.state.stop(wait=1.0):  # a generation that would not stop: its answer is wanted by nobody
+        log.warning("a model was still generating at shutdown; exiting without waiting for it")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to HOST:PORT, or one ConfigError saying why it cannot be."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror}); pass an address such as 127.0.0.1"
+                          ) from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use (another server?); stop it or pass --port N") from None
+        raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror}); pass a local address with --host "
+                          "and a free --port") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _stopping_server(uvicorn: Any, config: Any, *, stop: Callable[..., bool]) -> Any:
+    """uvicorn's server, which on SIGTERM or Ctrl-C first answers every job (503), so it can stop at once."""
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            stop(wait=0.0)
+            super().handle_exit(sig, frame)
+            # uvicorn raises a captured signal again once it has stopped; this stop is the clean exit asked for
+            getattr(self, "_captured_signals", []).clear()
+
+    return Server(config)

@@ -410,7 +410,7 @@ class CorpusIndex:
         self.document_bm25 = self._bm25("documents.bm25", m.documents)
         # What made the passage and document vectors, loaded on first use: queries must be encoded by it too.
         self.embedder = RecordedEmbedder(m.embedder, where=str(self.root), fix=_rebuild(self.root, m))
-        dim = m.embedder.dim if m.embedder else None  # as recorded; indexes of the bundled MiniLM record none
+        dim = self.embedder.dim  # as recorded (indexes of the bundled MiniLM record none: its 384)
         if m.passages:
             self._spans = self._array("flat.spans.npy", m.passages)
             self._vectors = self._array("flat.vectors.npy", m.passages, dim=dim)

@@ -24,6 +24,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.text.hygiene import RecordCleaner
 from ragfunnel.types import Document
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ def _json_corpus(path: Path) -> Iterator[Document]:
         raise InputError(f"{path} is not UTF-8 text; pass a JSON corpus") from None
     except RecursionError:
         raise InputError(f"{path} nests JSON too deeply to be a corpus; fix the file") from None
+    cleaner = RecordCleaner(path)
+    data = cleaner.clean(data, 1)
+    cleaner.done()
     if isinstance(data, dict):
         for title, sents in data.items():
             where = f"{path}, title {title!r}"
@@ -75,6 +79,7 @@ def _json_corpus(path: Path) -> Iterator[Document]:
 
 
 def _jsonl_corpus(path: Path) -> Iterator[Document]:
+    cleaner = RecordCleaner(path)
     try:
         with path.open(encoding="utf-8") as f:
             for number, line in enumerate(f, start=1):
@@ -86,9 +91,10 @@ def _jsonl_corpus(path: Path) -> Iterator[Document]:
                     raise InputError(f"{path}:{number}: not valid JSON ({e.msg}); fix the row") from None
                 except RecursionError:
                     raise InputError(f"{path}:{number}: JSON nested too deeply for a passage; fix the row") from None
-                yield _passage(record, f"{path}:{number}", number)
+                yield _passage(cleaner.clean(record, number), f"{path}:{number}", number)
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; pass a JSON Lines corpus") from None
+    cleaner.done()
 
 
 def _passage(record: object, where: str, number: int) -> Document:

@@ -39,6 +39,7 @@ from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.prompts import TASKS
 from ragfunnel.prompts.longbench import longbench_task
 from ragfunnel.prompts.parsing import option_letters
+from ragfunnel.text.hygiene import RecordCleaner
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)
@@ -305,9 +306,11 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
     path, fmt = Path(path), format
     loaded = Loaded(examples=[])
     seen: set[str] = set()
+    cleaner = RecordCleaner(path)
     for line, record in _records(path):
         if limit is not None and len(loaded.examples) >= limit:
             break
+        record = cleaner.clean(record, line)
         try:
             if isinstance(record, RowError):
                 raise record
@@ -331,4 +334,5 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
             continue
         seen.add(example.id)
         loaded.examples.append(example)
+    cleaner.done()
     return loaded

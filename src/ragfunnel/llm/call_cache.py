@@ -146,8 +146,9 @@ class CallCache:
 
     def put(self, fingerprint: str, prompt: str, params: SamplingParams, n: int, completions: Sequence[Completion],
             *, name: str = "") -> None:
-        """Store what the call returned (its own seconds included)."""
-        if not completions:
+        """Store what the call returned (its own seconds included). A call that wrote nothing is not stored:
+        an empty answer is more often a fault (a damaged kept state, a stopped generation) than the answer."""
+        if not completions or any(not c.text.strip() for c in completions):
             return
         key = call_key(fingerprint, prompt, params, n)
         value = json.dumps([{k: getattr(c, k) for k in _STORED} for c in completions], ensure_ascii=False,

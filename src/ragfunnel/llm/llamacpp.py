@@ -92,6 +92,8 @@ def check_gguf_file(path: Path) -> None:
     """
     if path.is_dir():
         raise ModelError(f"model file {path} is a directory; give the path of the .gguf file inside it")
+    if path.exists() and not path.is_file():  # a pipe or a device would block or never end
+        raise ModelError(f"model file {path} is not a regular file (a pipe, socket or device); give a .gguf file")
     try:
         with path.open("rb") as f:
             magic = f.read(4)

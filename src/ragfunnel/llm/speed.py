@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -46,8 +47,10 @@ class SpeedProfile:
     slowdown_tokens: float = SLOWDOWN_FLOOR  # reading at n tokens in runs at prefill_tps / (1 + n / this)
 
     def __post_init__(self) -> None:
-        if self.prefill_tps <= 0 or self.decode_tps <= 0 or self.batch_step_cost < 0:
-            raise ConfigError(f"speeds must be positive, got {self}")
+        values = (self.prefill_tps, self.decode_tps, self.batch_step_cost, self.slowdown_tokens)
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values) \
+                or min(self.prefill_tps, self.decode_tps, self.slowdown_tokens) <= 0 or self.batch_step_cost < 0:
+            raise ConfigError(f"speeds must be finite and positive, got {self}")
 
     def read_seconds(self, tokens: int, *, already: int = 0) -> float:
         """Seconds to read ``tokens`` new prompt tokens after ``already`` kept ones."""
@@ -142,8 +145,10 @@ def speed_of(llm: LLM) -> SpeedProfile:
         saved = json.loads(path.read_text())
         if saved.get("machine") == machine:
             profile = SpeedProfile(**saved["profile"])
-    except (OSError, ValueError, TypeError, KeyError, ConfigError):
-        pass  # absent or damaged: measure again
+    except FileNotFoundError:
+        pass  # first use: measure
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError) as e:
+        log.warning("%s's saved speed in %s is unusable (%s); measuring it again", llm.name, path, e)
     if profile is None:
         log.info("measuring %s's speed on this machine (once per model file)", llm.name)
         profile = calibrate(llm)

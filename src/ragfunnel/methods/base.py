@@ -15,6 +15,7 @@ from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, 
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.text import check_context, chunk_words
+from ragfunnel.text.hygiene import clean_text
 from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ def check_question(question: str) -> str:
     """The question without surrounding blank lines; a first line's indentation stays (code to continue)."""
     if not question or not question.strip():
         raise InputError("the question is empty; pass the question to answer")
-    return question.lstrip("\n").rstrip()
+    return clean_text(question, source="the question").lstrip("\n").rstrip()
 
 
 def prepare(question: str, context: str, *, words: int) -> tuple[str, list[Chunk]]:

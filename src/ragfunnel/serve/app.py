@@ -3,13 +3,15 @@
 Models are loaded once, when the app starts, and stay warm (with the document states they keep).
 All model work goes through one :class:`~ragfunnel.serve.jobs.JobQueue`. Library errors map to HTTP
 statuses: bad input 422, an unknown document or index 404, a failing model or server 503, a full
-queue 429 (with ``Retry-After``), a passed deadline 504. Logs carry timings, never document text.
+queue 429 (with ``Retry-After``), a passed deadline 504, a stopping server 503. Every request first passes
+:class:`~ragfunnel.serve.guards.Guard` (host, origin, token, body size; security headers). A client sets
+only the options :mod:`ragfunnel.serve.options` lets it; models, files, indexes and URLs are the operator's.
+A client that goes away cancels its job, streaming or not. Logs carry timings, never document text.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import time
@@ -19,26 +21,50 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
+from ragfunnel.prompts import check_task
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 from ragfunnel.serve.documents import DocumentStore, chunk_view, prefill
+from ragfunnel.serve.guards import Guard
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
+from ragfunnel.serve.options import checked_options, client_options, describe_errors
+from ragfunnel.text.hygiene import clean_text
 from ragfunnel.types import on_stage
 
 log = logging.getLogger("ragfunnel.serve")
 
 API = "/v1"
-# Options a client may not set: the operator chose the models and files when starting the server.
-OPERATOR_OPTIONS = {"light", "strong", "demonstrations", "index"}
+QUESTION_CHARS = 20_000  # a question longer than this is a document sent in the wrong field
+STATIC = Path(str(files("ragfunnel.serve") / "static"))
+
+
+def _clean(value: Any) -> Any:
+    return clean_text(value, source="a request's text") if isinstance(value, str) else value
+
+
+# Request text with lone surrogates (JSON's "\ud800") replaced by U+FFFD before anything hashes or stores it.
+Text = Annotated[str, BeforeValidator(_clean)]
+def _question_size(question: str) -> str:
+    if len(question) > QUESTION_CHARS:
+        raise ValueError(f"the question is {len(question):,} characters, over the limit of {QUESTION_CHARS:,}; "
+                         "send long text as the document (text or document_id) and ask about it")
+    return question
+
+
+Question = Annotated[str, BeforeValidator(_clean), AfterValidator(_question_size),
+                     Field(description=f"At most {QUESTION_CHARS:,} characters.")]
 
 
 @dataclass
@@ -52,88 +78,121 @@ class Settings:
     queue: int = 8
     deadline: float = 600.0
     cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)  # beyond loopback; "*" for any (needs a token)
     documents: int = 64
     prefill: bool = True
     indexes: dict[str, str] = field(default_factory=dict)  # name -> directory, for search and corpus methods
-    pre_ranker: str = "minilm"
-    post_ranker: str = "bundled:qwen2.5-0.5b"
+    pre_ranker: str = DEFAULT_PRE_RANKER
+    post_ranker: str = DEFAULT_LIGHT
+
+    def operator_options(self) -> dict[str, str]:
+        """The options only the operator sets, as this server sets them."""
+        return {"light": self.light, "strong": self.strong, "pre_ranker": self.pre_ranker,
+                "post_ranker": self.post_ranker}
+
+
+@dataclass
+class Loaded:
+    """What the service loads before it answers: the two models, warm, and the operator's indexes."""
+
+    light: Any
+    strong: Any
+    indexes: dict[str, Any]
+
+
+def load(settings: Settings) -> Loaded:
+    """Resolve and warm the models and open the indexes; a bad spec, file or index raises here, in one line."""
+    light, strong = resolve(settings.light), resolve(settings.strong)
+    for model in dict.fromkeys([light, strong]):
+        _warm_up(model)
+    return Loaded(light, strong, {name: _open_index(path) for name, path in settings.indexes.items()})
 
 
 class DocumentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(description="The document's text (UTF-8).")
-    name: str = Field("", description="A label to show for it.")
-    task: str = Field("qa", description="The prompt family its questions will use (the models read it so).")
+    text: Text = Field(description="The document's text (UTF-8).")
+    name: Text = Field("", max_length=1000, description="A label to show for it.")
+    task: str = Field("qa", max_length=100, description="The prompt family its questions will use (the models "
+                                                        "read it so).")
 
 
 class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    question: str
-    document_id: str | None = Field(None, description="A stored document (POST /v1/documents) ...")
-    text: str | None = Field(None, description="... or the text itself ...")
-    index: str | None = Field(None, description="... or an index the server was started with (corpus methods).")
-    method: str | None = Field(None, description="Default: auto over a text, funnel over an index.")
-    options: dict[str, Any] = Field(default_factory=dict, description="The method's options, e.g. budget.")
-    choices: list[str] | None = None
-    task: str = "qa"
+    question: Question
+    document_id: str | None = Field(None, max_length=100, description="A stored document (POST /v1/documents) ...")
+    text: Text | None = Field(None, description="... or the text itself ...")
+    index: str | None = Field(None, max_length=200, description="... or an index the server was started with "
+                                                                "(corpus methods).")
+    method: str | None = Field(None, max_length=100, description="Default: auto over a text, funnel over an index.")
+    options: dict[str, Any] = Field(default_factory=dict, description="The method's options, e.g. budget "
+                                                                      "(GET /v1/methods lists them).")
+    choices: list[Text] | None = Field(None, max_length=100)
+    task: str = Field("qa", max_length=100)
     stream: bool = Field(False, description="Server-sent events: token, stage and result (or error).")
 
 
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    index: str = Field(description="An index the server was started with (--index NAME=DIR).")
-    question: str
+    index: str = Field(max_length=200, description="An index the server was started with (--index NAME=DIR).")
+    question: Question
     top_k: int = Field(4, ge=1, le=100)
     funnel: bool = Field(True, description="FunnelRAG's three stages, or flat dense retrieval (index --flat).")
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The app. Loading the models happens when it starts (``lifespan``), not here."""
+def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None) -> FastAPI:
+    """The app. Without ``loaded``, the models load when it starts (``lifespan``); ``ragfunnel serve`` loads
+    them first, so a bad model or index is one error line before anything listens. ``app.state.stop()``
+    stops intake and answers every job at once (SIGTERM); it returns whether the worker thread has ended."""
     settings = settings or Settings()
     state: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         started = time.perf_counter()
-        light, strong = resolve(settings.light), resolve(settings.strong)
-        for model in dict.fromkeys([light, strong]):
-            await asyncio.to_thread(_warm_up, model)
-        state["models"] = {"light": light, "strong": strong}
-        state["jobs"] = JobQueue([light, strong], capacity=settings.queue, streaming=strong)
+        ready = loaded or await asyncio.to_thread(load, settings)
+        state["models"] = {"light": ready.light, "strong": ready.strong}
+        state["jobs"] = JobQueue([ready.light, ready.strong], capacity=settings.queue, streaming=ready.strong)
         state["documents"] = DocumentStore(settings.documents)
         state["methods"] = OrderedDict()
-        state["indexes"] = {name: await asyncio.to_thread(_open_index, path) for name, path in settings.indexes.items()}
+        state["indexes"] = ready.indexes
         state["retrievers"] = {}  # FunnelRAG's, per index, with its rankers loaded by the first search
-        log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, light.name, strong.name)
+        log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, ready.light.name,
+                 ready.strong.name)
         yield
         state["jobs"].close()  # cancels what is queued or running: shutdown does not wait minutes
 
-    app = FastAPI(title="ragfunnel", version="1", lifespan=lifespan,
+    app = FastAPI(title="ragfunnel", version="1", lifespan=lifespan, default_response_class=BrowserSafeJSON,
+                  docs_url=None, redoc_url=None,  # their pages load scripts from a CDN; /docs is our own page
                   description="Answer questions over long texts: FB-RAG and its baselines.")
+    app.state.stop = lambda wait=1.0: state["jobs"].close(wait=wait) if "jobs" in state else True
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
-    app.add_middleware(_BodyLimit, limit=settings.max_body_bytes)
-
-    @app.middleware("http")
-    async def guard_and_log(request: Request, call_next: Any) -> Any:
-        started = time.perf_counter()
-        if request.url.path.startswith(API) and settings.token and not _authorized(request, settings.token):
-            response: Any = JSONResponse({"detail": "missing or wrong bearer token"}, status_code=401,
-                                         headers={"WWW-Authenticate": "Bearer"})
-        else:
-            response = await call_next(request)
-        log.info("%s %s %d %.3fs", request.method, request.url.path, response.status_code,
-                 time.perf_counter() - started)
-        return response
+    app.add_middleware(Guard, token=settings.token, body_limit=settings.max_body_bytes,
+                       allowed_hosts=settings.allowed_hosts, allowed_origins=settings.cors_origins)
 
     @app.exception_handler(RagfunnelError)
     async def library_error(request: Request, error: RagfunnelError) -> JSONResponse:
-        return JSONResponse({"detail": str(error)}, status_code=_status(error))
+        return BrowserSafeJSON({"detail": str(error)}, status_code=_status(error))
 
     @app.exception_handler(QueueFull)
     async def busy(request: Request, error: QueueFull) -> JSONResponse:
-        return JSONResponse({"detail": str(error)}, status_code=429, headers={"Retry-After": str(error.retry_after)})
+        return BrowserSafeJSON({"detail": str(error)}, status_code=429,
+                               headers={"Retry-After": str(error.retry_after)})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return BrowserSafeJSON({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        """One line naming the first bad field, and every complaint without the input echoed back."""
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
+        return BrowserSafeJSON({"detail": describe_errors(error.errors()), "errors": errors}, status_code=422)
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> FileResponse:
+        return FileResponse(STATIC / "docs.html")
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -149,11 +208,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @app.get(f"{API}/methods")
     async def methods() -> dict[str, Any]:
         return {"default": DEFAULT_METHOD, "default_over_an_index": DEFAULT_CORPUS_METHOD,
-                "methods": {name: sorted(set(options_of(name)) - OPERATOR_OPTIONS) for name in METHODS},
+                "methods": {name: client_options(name) for name in METHODS},
                 "kinds": {name: method_kind(name) for name in METHODS}, "indexes": sorted(state["indexes"])}
 
-    @app.post(f"{API}/search")
-    async def search(body: SearchIn) -> dict[str, Any]:
+    @app.post(f"{API}/search", response_model=None)
+    async def search(body: SearchIn, request: Request) -> Any:
         index = _index(state, body.index)
 
         def work(job: Job) -> dict[str, Any]:
@@ -162,21 +221,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             return _search(state["retrievers"][body.index], body)
 
         job = state["jobs"].submit(work, label=f"search {body.index}")
-        try:
-            return await state["jobs"].result(job, deadline=settings.deadline)
-        except TimeoutError:
-            raise HTTPException(504, f"no result within the deadline of {settings.deadline:g} s") from None
+        return await _outcome(state, settings, job, request)
 
     @app.post(f"{API}/documents", status_code=201)
     async def add_document(body: DocumentIn) -> dict[str, Any]:
+        check_task(body.task)
         doc, new = state["documents"].add(body.text, body.name)
         if new and settings.prefill:
             doc.prefill.update({"light": "queued", "strong": "queued"})
             try:
                 state["jobs"].submit(lambda job: prefill(doc, **state["models"], task=body.task),
                                      label=f"prefill {doc.id}")
-            except QueueFull:
-                doc.prefill.update({"light": "skipped: the server was busy", "strong": "skipped: the server was busy"})
+            except (QueueFull, Cancelled) as e:
+                why = "the server was busy" if isinstance(e, QueueFull) else "the server is stopping"
+                doc.prefill.update({"light": f"skipped: {why}", "strong": f"skipped: {why}"})
         return doc.summary()
 
     @app.get(f"{API}/documents")
@@ -214,14 +272,44 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                                          chunk_words_=body.options.get("chunk_words"))}
 
         if not body.stream:
-            job = state["jobs"].submit(work, label=label)
-            try:
-                return await state["jobs"].result(job, deadline=settings.deadline)
-            except TimeoutError:
-                raise HTTPException(504, f"no answer within the deadline of {settings.deadline:g} s") from None
+            return await _outcome(state, settings, state["jobs"].submit(work, label=label), request)
         return _stream(state, settings, work, label, request)
 
     return _with_inspector(app)
+
+
+class BrowserSafeJSON(JSONResponse):
+    """JSON with U+2028 and U+2029 escaped: legal in JSON, but line ends to JavaScript's line-based parsing."""
+
+    def render(self, content: Any) -> bytes:
+        return browser_safe(json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))).encode()
+
+
+def browser_safe(text: str) -> str:
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+async def _outcome(state: dict[str, Any], settings: Settings, job: Job, request: Request) -> Any:
+    """``job``'s result; 504 past the deadline. A client that disconnects first cancels the job."""
+    result = asyncio.ensure_future(state["jobs"].result(job, deadline=settings.deadline))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({result, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not result.done():  # the client went away: cancelling the wait cancels the job
+        result.cancel()
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+    try:
+        return result.result()
+    except TimeoutError:
+        raise HTTPException(504, f"no result within the deadline of {settings.deadline:g} s") from None
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client disconnects (the body is read already, so the next message is that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _index(state: dict[str, Any], name: str) -> Any:
@@ -265,11 +353,6 @@ def _warm_up(model: Any) -> None:
         warm()
 
 
-def _authorized(request: Request, token: str) -> bool:
-    given = request.headers.get("authorization", "")
-    return given.startswith("Bearer ") and hmac.compare_digest(given[len("Bearer "):].encode(), token.encode())
-
-
 def _status(error: RagfunnelError) -> int:
     if isinstance(error, Cancelled | BackendUnavailable | ModelError):  # the server keeps serving
         return 503
@@ -290,13 +373,10 @@ def _method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> Any:
     name = body.method or (DEFAULT_CORPUS_METHOD if body.index else DEFAULT_METHOD)
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
-    fixed = sorted(OPERATOR_OPTIONS & set(body.options))
-    if fixed:
-        raise ConfigError(f"option {fixed[0]!r} is set by the server's operator, not per request")
+    options = {**checked_options(name, body.options), "task": check_task(body.task)}
     index = None if body.index is None else _index(state, body.index)
-    options = {**body.options, "task": body.task}
     takes = set(options_of(name))
-    options |= {role: spec for role, spec in (("light", settings.light), ("strong", settings.strong)) if role in takes}
+    options |= {option: spec for option, spec in settings.operator_options().items() if option in takes}
     key = (name, body.index, json.dumps(options, sort_keys=True, default=str))
     cache: OrderedDict = state["methods"]
     if key not in cache:
@@ -333,7 +413,7 @@ def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, re
         waiter = asyncio.create_task(finish())
         try:
             while (event := await events.get())[0] != "end":
-                yield f"event: {event[0]}\ndata: {json.dumps(event[1], ensure_ascii=False)}\n\n"
+                yield f"event: {event[0]}\ndata: {browser_safe(json.dumps(event[1], ensure_ascii=False))}\n\n"
         finally:  # the client disconnected, or the stream ended
             if not job.future.done():
                 job.cancel("the client disconnected")
@@ -342,44 +422,6 @@ def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, re
     return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-class _BodyLimit:
-    """Refuse a request body over ``limit`` bytes with 413, whether or not it declares its length."""
-
-    def __init__(self, app: Any, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await _too_large(self.limit, send)
-        seen = 0
-
-        async def counted() -> dict:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await _too_large(self.limit, send)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-async def _too_large(limit: int, send: Any) -> None:
-    response = JSONResponse({"detail": f"the request body is over the limit of {limit:,} bytes"}, status_code=413)
-    await response({"type": "http"}, None, send)
-
-
 def _with_inspector(app: FastAPI) -> FastAPI:
-    static = Path(str(files("ragfunnel.serve") / "static"))
-    app.mount("/", StaticFiles(directory=static, html=True), name="inspector")
+    app.mount("/", StaticFiles(directory=STATIC, html=True), name="inspector")
     return app

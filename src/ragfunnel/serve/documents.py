@@ -81,18 +81,20 @@ def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None
     long context reads it (the text as given). ``auto`` then sees both models holding the document."""
     readings = {"light": (light, join_chunks(chunk_words(doc.text, chunk_words=DEFAULT_CHUNK_WORDS))),
                 "strong": (strong, doc.text)}
-    for role, (model, context) in readings.items():
-        prefix = prompt_prefix(task, context)
-        if model.count_tokens(prefix) + 64 > model.context_window:
-            doc.prefill[role] = "too long to keep whole"
-            continue
-        doc.prefill[role] = "reading"
-        try:
+    try:
+        for role, (model, context) in readings.items():
+            prefix = prompt_prefix(task, context)
+            if model.count_tokens(prefix) + 64 > model.context_window:
+                doc.prefill[role] = "too long to keep whole"
+                continue
+            doc.prefill[role] = "reading"
             model.generate([prefix + "\n\nReply with one word: ready."], max_tokens=1, keep_prefix=len(prefix))
-        except Exception as e:  # noqa: BLE001 - a failed prefill only costs the first question the read
-            doc.prefill[role] = f"failed: {e}"
-            raise
-        doc.prefill[role] = "kept"
+            doc.prefill[role] = "kept"
+    except Exception as e:  # a failed prefill only costs the first question the read; no state says "queued" after it
+        for role, status in doc.prefill.items():
+            if status in ("queued", "reading"):
+                doc.prefill[role] = f"failed: {e}"
+        raise
 
 
 def chunk_view(text: str, prediction: Prediction, *, question: str, chunk_words_: int | None = None) -> list[dict]:

@@ -5,6 +5,8 @@ order it arrived; a request that finds ``capacity`` jobs already waiting is refu
 answers 429 with ``Retry-After``) rather than queued without bound. A job can be cancelled — its
 deadline passed, its client went away, the server is stopping — while it waits, or while a model is
 writing: the models' token callback checks the job's flag and stops the generation at the next token.
+A cancelled job that is still waiting no longer counts against ``capacity``. Closing the queue (server
+shutdown) answers every job at once, waiting and running alike, without waiting for a generation to stop.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +57,18 @@ class Job:
         if self.cancelled.is_set():
             raise Cancelled(f"{self.label} was cancelled")
 
+    def settle(self, *, result: Any = None, error: BaseException | None = None) -> None:
+        """Answer whoever waits, once: a job answered at shutdown ignores the worker's later outcome."""
+        if self.future.done():
+            return
+        try:
+            if error is None:
+                self.future.set_result(result)
+            else:
+                self.future.set_exception(error)
+        except InvalidStateError:  # answered from another thread in between
+            pass
+
 
 class JobQueue:
     """Runs jobs one at a time on a worker thread; ``models`` are the LLM objects whose token callbacks
@@ -65,8 +79,9 @@ class JobQueue:
         self._models = [m for m in models if hasattr(m, "on_text")]
         self._streaming = streaming  # the model whose text is the answer (the strong one)
         self._waiting: queue.Queue[Job | None] = queue.Queue()
-        self._pending = 0  # waiting + running
+        self._live: list[Job] = []  # waiting + running
         self._lock = threading.Lock()
+        self._closed = False
         self._seconds = 20.0  # running mean of a job's seconds, for Retry-After
         self.running: Job | None = None
         self._thread = threading.Thread(target=self._loop, name="ragfunnel-serve-worker", daemon=True)
@@ -74,16 +89,21 @@ class JobQueue:
 
     @property
     def pending(self) -> int:
-        return self._pending
+        """Jobs waiting or running, less the cancelled ones still waiting for the worker to skip them."""
+        with self._lock:
+            return sum(job is self.running or not job.cancelled.is_set() for job in self._live)
 
     def submit(self, work: Callable[[Job], Any], *, label: str, on_text: Callable[[str], None] | None = None,
                on_stage: Callable[[Any], None] | None = None) -> Job:
         """Queue ``work(job)``; raises :class:`QueueFull` when ``capacity`` jobs are already pending."""
-        with self._lock:
-            if self._pending >= self.capacity:
-                raise QueueFull(max(1, math.ceil(self._pending * self._seconds)))
-            self._pending += 1
+        if self._closed:
+            raise Cancelled("the server is stopping; send the request to it again once it is back")
+        pending = self.pending
         job = Job(work, label, on_text=on_text, on_stage=on_stage)
+        with self._lock:
+            if pending >= self.capacity:
+                raise QueueFull(max(1, math.ceil(pending * self._seconds)))
+            self._live.append(job)
         self._waiting.put(job)
         return job
 
@@ -101,20 +121,18 @@ class JobQueue:
         finally:  # a job given up on still ends (in Cancelled): its outcome is seen, not logged as lost
             outcome.add_done_callback(lambda f: f.cancelled() or f.exception())
 
-    def close(self) -> None:
-        """Cancel every waiting and running job and stop the worker (server shutdown)."""
-        if self.running is not None:
-            self.running.cancel("the server is stopping")
-        while True:
-            try:
-                job = self._waiting.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                job.cancel("the server is stopping")
-                job.future.set_exception(Cancelled(f"{job.label} was cancelled: the server is stopping"))
+    def close(self, *, wait: float = 1.0) -> bool:
+        """Stop taking jobs, answer every waiting and running one with Cancelled at once, and give the
+        worker ``wait`` seconds to leave a running generation. Returns whether the worker has stopped."""
+        self._closed = True
+        with self._lock:
+            live = list(self._live)
+        for job in live:
+            job.cancel("the server is stopping")
+            job.settle(error=Cancelled(f"{job.label} was cancelled: the server is stopping"))
         self._waiting.put(None)
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=wait)
+        return not self._thread.is_alive()
 
     def _loop(self) -> None:
         while (job := self._waiting.get()) is not None:
@@ -123,15 +141,15 @@ class JobQueue:
             self._point_models_at(job)
             try:
                 job.check()
-                job.future.set_result(job.work(job))
+                job.settle(result=job.work(job))
             except BaseException as e:  # noqa: BLE001 - every failure goes back to the request that asked
-                job.future.set_exception(e)
+                job.settle(error=e)
             finally:
                 self._point_models_at(None)
                 self.running = None
                 self._seconds = 0.8 * self._seconds + 0.2 * (time.perf_counter() - started)
                 with self._lock:
-                    self._pending -= 1
+                    self._live.remove(job)
 
     def _point_models_at(self, job: Job | None) -> None:
         for model in self._models:

@@ -6,13 +6,15 @@ import sys
 from pathlib import Path
 
 from ragfunnel.errors import InputError
+from ragfunnel.text.hygiene import clean_text
 
 # Share of control characters above which text is treated as binary, not prose.
 _MAX_CONTROL_SHARE = 0.01
 
 
 def check_context(text: str, *, source: str = "context") -> str:
-    """Return ``text`` if it is usable prose; raise :class:`InputError` otherwise."""
+    """Return ``text`` if it is usable prose (lone surrogates replaced); raise :class:`InputError` otherwise."""
+    text = clean_text(text, source=source)
     if not text.strip():
         raise InputError(f"{source} is empty or whitespace only; pass a file with the text to answer from")
     control = sum(1 for ch in text if ord(ch) < 32 and ch not in "\n\r\t\f\v")

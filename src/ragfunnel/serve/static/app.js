@@ -38,6 +38,33 @@ function request() {
   return body;
 }
 
+// The complete server-sent events in `buffer`, parsed as the spec says: lines end at CR LF, LF or CR (and
+// nowhere else: U+2028 is text), a blank line ends an event, data lines join with LF. `rest` is the
+// unfinished event, parsed again once more of it has arrived.
+function takeEvents(buffer) {
+  const events = [], lineEnd = /\r\n|\r|\n/g;
+  let event = "message", data = [], start = 0, consumed = 0, match;
+  while ((match = lineEnd.exec(buffer)) !== null) {
+    if (match[0] === "\r" && match.index === buffer.length - 1) break;  // perhaps the first half of CR LF
+    const line = buffer.slice(start, match.index);
+    start = lineEnd.lastIndex;
+    if (line === "") {
+      if (data.length) events.push({ event, data: data.join("\n") });
+      event = "message";
+      data = [];
+      consumed = start;
+      continue;
+    }
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let text = colon < 0 ? "" : line.slice(colon + 1);
+    if (text.startsWith(" ")) text = text.slice(1);
+    if (field === "event") event = text;
+    else if (field === "data") data.push(text);
+  }
+  return { events, rest: buffer.slice(consumed) };
+}
+
 // POST /v1/answer with stream: true, reading server-sent events as they come.
 async function ask(body, onToken) {
   const response = await fetch("/v1/answer", { method: "POST", headers: headers(), body: JSON.stringify({ ...body, stream: true }) });
@@ -52,15 +79,13 @@ async function ask(body, onToken) {
     const { value, done } = await reader.read();
     if (done) break;
     buffer += decoder.decode(value, { stream: true });
-    let end;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const event = /^event: (.*)$/m.exec(block)?.[1];
-      const data = JSON.parse(/^data: (.*)$/m.exec(block)?.[1] || "null");
-      if (event === "token") onToken(data.text);
-      else if (event === "result") result = data;
-      else if (event === "error") throw new Error(`${data.status}: ${data.detail}`);
+    const parsed = takeEvents(buffer);
+    buffer = parsed.rest;
+    for (const { event, data } of parsed.events) {
+      const payload = JSON.parse(data || "null");
+      if (event === "token") onToken(payload.text);
+      else if (event === "result") result = payload;
+      else if (event === "error") throw new Error(`${payload.status}: ${payload.detail}`);
     }
   }
   if (!result) throw new Error("the server closed the stream without an answer");
