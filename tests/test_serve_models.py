@@ -130,9 +130,48 @@ def test_twenty_concurrent_clients_are_each_answered_or_told_to_retry(server):
 
 
 def test_the_inspector_in_a_browser(server, tmp_path):
+    """Under the page's own CSP, with a document holding U+2028 and U+2029 (line ends to JavaScript)."""
     url, _ = server
-    shot = drive_inspector(url, REPORT.read_text(), QUESTION, tmp_path / "inspector.png")
+    page = httpx.get(f"{url}/", timeout=10)
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    paragraphs = REPORT.read_text().split("\n\n")
+    text = "\n\n".join([paragraphs[0] + "\u2028Line two of it.\u2029", *paragraphs[1:]])
+    shot = drive_inspector(url, text, QUESTION, tmp_path / "inspector.png")
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sigterm_answers_running_and_queued_requests_and_exits_within_two_seconds():
+    """A generation running and one waiting: SIGTERM answers both with 503 and the server is gone in 2 s."""
+    port = free_port()
+    proc = start("--no-prefill", port=port)
+    url = f"http://127.0.0.1:{port}"
+    outcomes: dict[str, tuple[int, float]] = {}
+
+    def ask(name: str, method: str) -> None:
+        r = httpx.post(f"{url}/v1/answer", timeout=120, json={"question": QUESTION, "text": REPORT.read_text() * 3,
+                                                              "method": method, "options": {"max_tokens": 400}})
+        outcomes[name] = (r.status_code, time.monotonic())
+
+    clients = [threading.Thread(target=ask, args=("running", "lc")), threading.Thread(target=ask, args=("queued", "op"))]
+    clients[0].start()
+    time.sleep(1.0)
+    clients[1].start()
+    deadline = time.monotonic() + 30
+    while httpx.get(f"{url}/healthz", timeout=5).json()["pending"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # the long read is under way
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    code = proc.wait(10)
+    exited = time.monotonic() - sent
+    for client in clients:
+        client.join(10)
+    stderr = proc.stderr.read()
+    print(f"exited {exited:.2f} s after SIGTERM")
+    assert code == 0 and exited < 2.0, (code, exited, stderr)
+    assert {name: status for name, (status, _) in outcomes.items()} == {"running": 503, "queued": 503}, stderr
+    assert all(at - sent < 2.0 for _, at in outcomes.values())
+    assert "Traceback" not in stderr and "ASGI" not in stderr, stderr
 
 
 def drive_inspector(url: str, text: str, question: str, screenshot: Path, method: str = "fb") -> Path:

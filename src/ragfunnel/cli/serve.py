@@ -103,7 +103,7 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     server = _stopping_server(uvicorn, uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2),
                               stop=app.state.stop)
     server.run(sockets=[listener])
-    if not app.state.stop(wait=1.0):  # a generation that would not stop: its answer is wanted by nobody
+    if not app.state.stop(wait=0.5):  # a generation that would not stop: its answer is wanted by nobody
         log.warning("a model was still generating at shutdown; exiting without waiting for it")
         sys.stdout.flush()
         sys.stderr.flush()

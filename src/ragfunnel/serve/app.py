@@ -159,7 +159,7 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, ready.light.name,
                  ready.strong.name)
         yield
-        state["jobs"].close()  # cancels what is queued or running: shutdown does not wait minutes
+        state["jobs"].close(wait=0.0)  # answers what is queued or running: shutdown does not wait for a generation
 
     app = FastAPI(title="ragfunnel", version="1", lifespan=lifespan, default_response_class=BrowserSafeJSON,
                   docs_url=None, redoc_url=None,  # their pages load scripts from a CDN; /docs is our own page
@@ -250,7 +250,7 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
     async def answer(body: AnswerIn, request: Request) -> Any:
         if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
             raise InputError("pass exactly one of document_id (a stored document), text, and index")
-        text = _document(state, body.document_id).text if body.document_id else body.text
+        text = _document(state, body.document_id).text if body.document_id is not None else body.text
         method = _method(state, settings, body)
         label = f"{method.name} answer"
 
@@ -370,7 +370,8 @@ def _document(state: dict[str, Any], doc_id: str) -> Any:
 
 def _method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> Any:
     """The method object for this request, built once per (method, index, options) and kept."""
-    name = body.method or (DEFAULT_CORPUS_METHOD if body.index else DEFAULT_METHOD)
+    default = DEFAULT_CORPUS_METHOD if body.index is not None else DEFAULT_METHOD
+    name = body.method if body.method is not None else default
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     options = {**checked_options(name, body.options), "task": check_task(body.task)}
