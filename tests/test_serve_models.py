@@ -152,7 +152,8 @@ def test_sigterm_answers_running_and_queued_requests_and_exits_within_two_second
                                                               "method": method, "options": {"max_tokens": 400}})
         outcomes[name] = (r.status_code, time.monotonic())
 
-    clients = [threading.Thread(target=ask, args=("running", "lc")), threading.Thread(target=ask, args=("queued", "op"))]
+    jobs = (("running", "lc"), ("queued", "op"))
+    clients = [threading.Thread(target=ask, args=job) for job in jobs]
     clients[0].start()
     time.sleep(1.0)
     clients[1].start()
