@@ -17,7 +17,7 @@ from ragfunnel.cli.main import main
 from ragfunnel.corpus.index import FAISS_FILE, CorpusIndex, build_index, file_sha256
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.types import Document
-from tests.test_faiss import clustered
+from tests.test_faiss import DIM, clustered
 
 pytest.importorskip("networkx", reason="needs the [corpus] extra")
 
@@ -33,8 +33,10 @@ def corpus() -> list[Document]:
 
 @pytest.fixture(autouse=True)
 def synthetic_embeddings(monkeypatch):
-    """Passages embedded as seeded clustered vectors instead of by MiniLM."""
+    """Passages embedded as seeded clustered vectors instead of by MiniLM, of the dimension MiniLM is taken to
+    have here (an index's vectors must match its embedder's)."""
     monkeypatch.setattr("ragfunnel.corpus.index._embed", lambda texts, desc, **_: clustered(len(texts), seed=11))
+    monkeypatch.setattr("ragfunnel.retrieve.embed.MiniLMEmbedder.dim", DIM)
 
 
 

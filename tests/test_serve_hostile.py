@@ -16,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -32,13 +33,19 @@ from tests.test_cli import RAGFUNNEL  # noqa: E402
 from tests.test_registry_and_http import free_port  # noqa: E402
 from tests.test_serve_api import TEXT, local, reply  # noqa: E402
 
-FAKES = Settings(light="fake:light", strong="fake:strong", prefill=False)
+
+@contextmanager
+def served(*, light=reply, **settings):
+    """A test client of the app over scripted models, with ``settings`` changed from the defaults."""
+    settings = {"light": "fake:light", "strong": "fake:strong", "prefill": False, **settings}
+    with registered("fake:light", FakeLLM(light, name="fake-light")), \
+            registered("fake:strong", FakeLLM(reply, name="fake-strong")), local(create_app(Settings(**settings))) as c:
+        yield c
 
 
 @pytest.fixture
 def client():
-    with registered("fake:light", FakeLLM(reply, name="fake-light")), \
-            registered("fake:strong", FakeLLM(reply, name="fake-strong")), local(create_app(FAKES)) as c:
+    with served() as c:
         yield c
 
 
@@ -89,10 +96,8 @@ class Listener:
 def test_a_client_cannot_make_the_server_call_a_url_or_read_a_file(indexed, monkeypatch, option, value):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-secret")
     listener = Listener()
-    settings = Settings(light="fake:light", strong="fake:strong", prefill=False, indexes={"a": indexed})
     try:
-        with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(reply)), \
-                local(create_app(settings)) as c:
+        with served(indexes={"a": indexed}) as c:
             r = c.post("/v1/answer", json={"index": "a", "method": "funnel", "question": "q",
                                            "options": {option: value.format(url=listener.url)}})
     finally:
@@ -116,9 +121,7 @@ def test_a_foreign_host_header_is_refused_on_every_path(client):
 
 
 def test_the_operator_can_allow_more_host_names():
-    settings = Settings(light="fake:light", strong="fake:strong", prefill=False, allowed_hosts=["rag.internal"])
-    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(reply)), \
-            local(create_app(settings)) as c:
+    with served(allowed_hosts=["rag.internal"]) as c:
         assert c.get("/v1/models", headers={"Host": "rag.internal:8000"}).status_code == 200
         assert c.get("/v1/models", headers={"Host": "rag.internal.attacker.example"}).status_code == 421
 
@@ -134,9 +137,7 @@ def test_a_browser_page_of_another_origin_cannot_change_state(client):
 
 
 def test_an_origin_the_operator_allowed_may_post():
-    settings = Settings(light="fake:light", strong="fake:strong", prefill=False, cors_origins=["https://app.example"])
-    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(reply)), \
-            local(create_app(settings)) as c:
+    with served(cors_origins=["https://app.example"]) as c:
         r = c.post("/v1/documents", json={"text": TEXT}, headers={"Origin": "https://app.example"})
         assert r.status_code == 201 and r.headers["access-control-allow-origin"] == "https://app.example"
 
@@ -353,9 +354,7 @@ def _has(program: str) -> bool:
 # 9. Statuses that name the real problem.
 
 def test_a_chunked_body_over_the_limit_is_413():
-    settings = Settings(light="fake:light", strong="fake:strong", prefill=False, max_body_bytes=1024 * 1024)
-    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(reply)), \
-            local(create_app(settings)) as c:
+    with served(max_body_bytes=1024 * 1024) as c:
         def chunks():
             yield b'{"text": "'
             for _ in range(10 * 16):
@@ -367,9 +366,7 @@ def test_a_chunked_body_over_the_limit_is_413():
 
 
 def test_a_bad_task_is_refused_when_the_document_is_posted():
-    settings = Settings(light="fake:light", strong="fake:strong", prefill=True)
-    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(reply)), \
-            local(create_app(settings)) as c:
+    with served(prefill=True) as c:
         r = c.post("/v1/documents", json={"text": TEXT, "task": "bogus/../x"})
         assert r.status_code == 422 and "unknown task 'bogus/../x'" in r.json()["detail"]
         assert c.get("/v1/documents").json() == []
@@ -386,9 +383,7 @@ def test_a_prefill_that_fails_never_stays_queued():
     def broken(prompt, i):
         raise RuntimeError("the model fell over")
 
-    settings = Settings(light="fake:light", strong="fake:strong", prefill=True)
-    with registered("fake:light", FakeLLM(broken)), registered("fake:strong", FakeLLM(reply)), \
-            local(create_app(settings)) as c:
+    with served(light=broken, prefill=True) as c:
         doc = c.post("/v1/documents", json={"text": TEXT}).json()
         deadline = time.monotonic() + 5
         while "queued" in c.get("/v1/documents").json()[0]["prefill"].values() and time.monotonic() < deadline:
