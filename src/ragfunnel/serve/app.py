@@ -182,13 +182,22 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return BrowserSafeJSON({"detail": error.detail}, status_code=error.status_code, headers=error.headers)
+        detail = error.detail
+        if error.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's, for non-UTF-8
+            detail = "the request body is not UTF-8 text; send JSON encoded as UTF-8"
+        return BrowserSafeJSON({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         """One line naming the first bad field, and every complaint without the input echoed back."""
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in error.errors()]
-        return BrowserSafeJSON({"detail": describe_errors(error.errors()), "errors": errors}, status_code=422)
+        first = error.errors()[0]
+        if first["type"] == "json_invalid":
+            detail = (f"the request body is not valid JSON ({first.get('ctx', {}).get('error', 'malformed')} at "
+                      f"character {first['loc'][-1]}); send one JSON object")
+        else:
+            detail = describe_errors(error.errors())
+        return BrowserSafeJSON({"detail": detail, "errors": errors}, status_code=422)
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> FileResponse:
