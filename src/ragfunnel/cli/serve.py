@@ -96,7 +96,7 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
 
         set_disk_caches(False)
     listener = listen(host, port)  # before the models load: a busy port is found in a second, not a minute
-    logging.getLogger("ragfunnel.serve").setLevel(logging.INFO)
+    logging.getLogger("ragfunnel.serve").setLevel(logging.INFO)  # its own logger: request lines, load time
     click.echo(f"ragfunnel serve: loading {light} and {strong}", err=True)
     app = create_app(settings, loaded=load(settings))
     click.echo(f"ragfunnel serve: inspector at http://{_url_host(host)}:{port}/", err=True)

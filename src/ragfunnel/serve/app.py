@@ -102,10 +102,13 @@ class Loaded:
 
 def load(settings: Settings) -> Loaded:
     """Resolve and warm the models and open the indexes; a bad spec, file or index raises here, in one line."""
+    started = time.perf_counter()
     light, strong = resolve(settings.light), resolve(settings.strong)
     for model in dict.fromkeys([light, strong]):
         _warm_up(model)
-    return Loaded(light, strong, {name: _open_index(path) for name, path in settings.indexes.items()})
+    indexes = {name: _open_index(path) for name, path in settings.indexes.items()}
+    log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, light.name, strong.name)
+    return Loaded(light, strong, indexes)
 
 
 class DocumentIn(BaseModel):
@@ -148,7 +151,6 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        started = time.perf_counter()
         ready = loaded or await asyncio.to_thread(load, settings)
         state["models"] = {"light": ready.light, "strong": ready.strong}
         state["jobs"] = JobQueue([ready.light, ready.strong], capacity=settings.queue, streaming=ready.strong)
@@ -156,8 +158,6 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         state["methods"] = OrderedDict()
         state["indexes"] = ready.indexes
         state["retrievers"] = {}  # FunnelRAG's, per index, with its rankers loaded by the first search
-        log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, ready.light.name,
-                 ready.strong.name)
         yield
         state["jobs"].close(wait=0.0)  # answers what is queued or running: shutdown does not wait for a generation
 
