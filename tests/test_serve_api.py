@@ -87,7 +87,7 @@ def test_malformed_json_is_422_and_a_body_that_is_not_utf8_is_400(client):
     r = client.post("/v1/answer", content=b'{"question": ', headers={"Content-Type": "application/json"})
     assert r.status_code == 422 and r.json()["detail"].startswith("the request body is not valid JSON (Expecting value")
     r = client.post("/v1/answer", content=b'{"question": "\xff"}', headers={"Content-Type": "application/json"})
-    assert r.status_code == 400 and r.json()["detail"].startswith("the request body is not UTF-8 text")
+    assert r.status_code == 400 and "not UTF-8 text" in r.json()["detail"]
 
 
 @pytest.mark.parametrize("client", [Settings(light="fake:light", strong="fake:strong", max_body_bytes=2000)],

@@ -336,12 +336,13 @@ def test_the_inspector_parses_server_sent_events_as_the_spec_says():
 
     source = (files("ragfunnel.serve") / "static" / "app.js").read_text()
     function = source[source.index("function takeEvents"):source.index("// POST /v1/answer")]
-    stream = 'event: token\ndata: {"text":"a\u2028b"}\n\nevent: result\r\ndata: {"x":\r\ndata: 1}\r\n\r\nevent: to'
+    stream = ('event: token\ndata: {"text":"a\u2028b"}\n\nevent: result\r\ndata: {"x":\r\ndata: 1}\r\n\r\n'
+              'event:\ndata: 2\n\nevent: to')
     script = function + f"console.log(JSON.stringify(takeEvents({json.dumps(stream)})));"
     out = subprocess.run(["node", "-e", script], capture_output=True, text=True, check=True).stdout
     parsed = json.loads(out)
     assert parsed["events"] == [{"event": "token", "data": '{"text":"a\u2028b"}'},
-                                {"event": "result", "data": '{"x":\n1}'}]
+                                {"event": "result", "data": '{"x":\n1}'}, {"event": "message", "data": "2"}]
     assert parsed["rest"] == "event: to"
 
 
@@ -516,3 +517,106 @@ def test_an_empty_completion_is_never_stored_in_the_call_cache(tmp_path):
     assert cache.get("model", "prompt", params, 2) is None
     cache.put("model", "prompt", params, 1, [Completion("nine", 3, 1, 0.1)])
     assert cache.get("model", "prompt", params, 1)[0].text == "nine"
+
+
+# Found in review: what else a request could break.
+
+def test_an_unexpected_failure_is_one_line_streaming_or_not(caplog):
+    def buggy(prompt, i):
+        raise ValueError("a bug in a backend")
+
+    with served(light=buggy) as c:
+        body = {"question": "When?", "text": TEXT, "method": "fb", "options": {"budget": 400}}
+        r = c.post("/v1/answer", json=body)
+        assert r.status_code == 500 and "unexpected ValueError: a bug in a backend" in r.json()["detail"]
+        with c.stream("POST", "/v1/answer", json={**body, "stream": True}) as streamed:
+            events = [line for line in streamed.iter_lines() if line.startswith(("event:", "data:"))]
+        assert events[-2] == "event: error" and json.loads(events[-1][len("data: "):])["status"] == 500
+        assert c.get("/healthz").json() == {"status": "ok", "pending": 0}
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_job_cancelled_while_waiting_lets_go_of_its_request_at_once():
+    from ragfunnel.serve.jobs import Cancelled, JobQueue
+
+    gate = threading.Event()
+    jobs = JobQueue([], capacity=2)
+    jobs.submit(lambda job: gate.wait(30), label="running")
+    big = "x" * 1_000_000
+    waiting = jobs.submit(lambda job: len(big), label="waiting")
+    waiting.cancel("the client disconnected")
+    with pytest.raises(Cancelled, match="the client disconnected"):
+        waiting.future.result(0)  # answered now, not when the worker gets to it
+    assert waiting.work.__name__ == "_cancelled" and waiting.on_text is None
+    assert jobs.pending == 1
+    gate.set()
+    jobs.close()
+
+
+def test_funnel_answers_and_search_share_one_load_of_the_rankers(indexed, monkeypatch):
+    loads = []
+
+    class Ranker:
+        def __init__(self, kind):
+            loads.append(kind)
+
+        def __getattr__(self, name):
+            raise AttributeError(name)
+
+    monkeypatch.setattr("ragfunnel.retrieve.rerank.load_pre_ranker", lambda *a, **k: Ranker("pre"))
+    monkeypatch.setattr("ragfunnel.retrieve.attention.load_post_ranker", lambda *a, **k: Ranker("post"))
+    with served(indexes={"a": indexed}) as c:
+        for top in (1, 2, 3):
+            c.post("/v1/answer", json={"index": "a", "method": "funnel", "question": "q?",
+                                       "options": {"top_passages": top}})
+        c.post("/v1/search", json={"index": "a", "question": "q?"})
+    assert sorted(loads) == ["post", "pre"]
+
+
+def test_a_lone_surrogate_in_an_option_name_is_422_not_500(client):
+    r = client.post("/v1/answer", content='{"question": "q", "text": "t", "options": {"\\ud800": 1}}',
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and "does not take" in r.json()["detail"]
+
+
+def test_a_port_another_server_holds_is_found_by_the_second(tmp_path):
+    from ragfunnel.cli.serve import listen
+    from ragfunnel.errors import ConfigError
+
+    first = listen("127.0.0.1", 0)
+    port = first.getsockname()[1]
+    try:
+        with pytest.raises(ConfigError, match=f"port {port} on 127.0.0.1 is in use"):
+            listen("127.0.0.1", port)
+    finally:
+        first.close()
+    assert listen("localhost", 0).family == socket.AF_INET
+
+
+def test_a_browser_preflight_needs_no_token_and_star_allows_any_origin():
+    with served(token="s3cret", cors_origins=["*"]) as c:
+        preflight = c.options("/v1/documents", headers={"Origin": "https://app.example",
+                                                        "Access-Control-Request-Method": "POST"})
+        assert preflight.status_code == 200
+        posted = c.post("/v1/documents", json={"text": TEXT}, headers={"Origin": "https://app.example",
+                                                                       "Authorization": "Bearer s3cret"})
+        assert posted.status_code == 201
+        assert c.post("/v1/documents", json={"text": TEXT}).status_code == 401
+
+
+@pytest.mark.parametrize("host, name", [
+    ("[::1]:8000", "::1"), ("[::1]evil.example", ""), ("LOCALHOST.:80", "localhost"), ("127.0.0.1:x", ""),
+    ("a:b:c", ""), ("rebind.attacker.example", "rebind.attacker.example"),
+])
+def test_host_headers_parse_strictly(host, name):
+    from ragfunnel.serve.guards import host_name
+
+    assert host_name(host) == name
+
+
+def test_deeply_nested_json_and_huge_choices_are_named(client):
+    nested = b'{"question": "q", "text": "t", "options": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    r = client.post("/v1/answer", content=nested, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "nests too deeply" in r.json()["detail"]
+    r = client.post("/v1/answer", json={"question": "q", "text": TEXT, "choices": ["x" * 20_000]})
+    assert r.status_code == 422 and "'body.choices.0'" in r.json()["detail"]

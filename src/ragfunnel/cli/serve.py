@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ipaddress
 import logging
@@ -113,7 +114,9 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
 def listen(host: str, port: int) -> socket.socket:
     """A socket bound to HOST:PORT, or one ConfigError saying why it cannot be."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        # IPv4 first where a name has both (localhost), as clients and the docs say 127.0.0.1
+        family, kind, proto, _, address = min(found, key=lambda a: a[0] != socket.AF_INET)
     except socket.gaierror as e:
         raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror}); pass an address such as 127.0.0.1"
                           ) from None
@@ -121,6 +124,7 @@ def listen(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
+        sock.listen(2048)  # listening now, so a second server on the port fails here and not after its models load
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
@@ -140,7 +144,12 @@ def _stopping_server(uvicorn: Any, config: Any, *, stop: Callable[..., bool]) ->
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
-            stop(wait=0.0)
+            # A signal handler interrupts the event loop's thread anywhere, perhaps holding the queue's lock:
+            # the stop runs as the loop's next callback instead.
+            try:
+                asyncio.get_running_loop().call_soon_threadsafe(stop, 0.0)
+            except RuntimeError:  # no loop running yet or any more: nothing is being answered
+                stop(0.0)
             super().handle_exit(sig, frame)
             # uvicorn raises a captured signal again once it has stopped; this stop is the clean exit asked for
             getattr(self, "_captured_signals", []).clear()

@@ -33,14 +33,22 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
+from ragfunnel.methods import (
+    DEFAULT_CORPUS_METHOD,
+    DEFAULT_METHOD,
+    METHODS,
+    check_source,
+    make_method,
+    method_kind,
+    options_of,
+)
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 from ragfunnel.serve.documents import DocumentStore, chunk_view, prefill
 from ragfunnel.serve.guards import Guard
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
 from ragfunnel.serve.options import checked_options, client_options, describe_errors
-from ragfunnel.text.hygiene import clean_text
+from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
 from ragfunnel.types import on_stage
 
 log = logging.getLogger("ragfunnel.serve")
@@ -52,6 +60,10 @@ STATIC = Path(str(files("ragfunnel.serve") / "static"))
 
 def _clean(value: Any) -> Any:
     return clean_text(value, source="a request's text") if isinstance(value, str) else value
+
+
+def _clean_all(value: Any) -> Any:
+    return replace_lone_surrogates(value)[0]
 
 
 # Request text with lone surrogates (JSON's "\ud800") replaced by U+FFFD before anything hashes or stores it.
@@ -127,9 +139,9 @@ class AnswerIn(BaseModel):
     index: str | None = Field(None, max_length=200, description="... or an index the server was started with "
                                                                 "(corpus methods).")
     method: str | None = Field(None, max_length=100, description="Default: auto over a text, funnel over an index.")
-    options: dict[str, Any] = Field(default_factory=dict, description="The method's options, e.g. budget "
-                                                                      "(GET /v1/methods lists them).")
-    choices: list[Text] | None = Field(None, max_length=100)
+    options: Annotated[dict[str, Any], BeforeValidator(_clean_all)] = Field(
+        default_factory=dict, description="The method's options, e.g. budget (GET /v1/methods lists them).")
+    choices: list[Annotated[Text, Field(max_length=10_000)]] | None = Field(None, max_length=100)
     task: str = Field("qa", max_length=100)
     stream: bool = Field(False, description="Server-sent events: token, stage and result (or error).")
 
@@ -157,7 +169,8 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         state["documents"] = DocumentStore(settings.documents)
         state["methods"] = OrderedDict()
         state["indexes"] = ready.indexes
-        state["retrievers"] = {}  # FunnelRAG's, per index, with its rankers loaded by the first search
+        state["retrievers"] = {}  # FunnelRAG's search, per index
+        state["rankers"] = {}  # per index, loaded by the first search or funnel answer over it
         yield
         state["jobs"].close(wait=0.0)  # answers what is queued or running: shutdown does not wait for a generation
 
@@ -183,8 +196,9 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         detail = error.detail
-        if error.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's, for non-UTF-8
-            detail = "the request body is not UTF-8 text; send JSON encoded as UTF-8"
+        if error.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's own words
+            detail = ("the request body could not be read as JSON (it is not UTF-8 text, or nests too deeply); "
+                      "send one JSON object encoded as UTF-8")
         return BrowserSafeJSON({"detail": detail}, status_code=error.status_code, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
@@ -222,12 +236,10 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     @app.post(f"{API}/search", response_model=None)
     async def search(body: SearchIn, request: Request) -> Any:
-        index = _index(state, body.index)
+        _index(state, body.index)
 
         def work(job: Job) -> dict[str, Any]:
-            if body.index not in state["retrievers"]:
-                state["retrievers"][body.index] = _retriever(index, settings)
-            return _search(state["retrievers"][body.index], body)
+            return _search(_retriever(state, settings, body.index), body)
 
         job = state["jobs"].submit(work, label=f"search {body.index}")
         return await _outcome(state, settings, job, request)
@@ -260,11 +272,12 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
             raise InputError("pass exactly one of document_id (a stored document), text, and index")
         text = _document(state, body.document_id).text if body.document_id is not None else body.text
-        method = _method(state, settings, body)
-        label = f"{method.name} answer"
+        name, options = _checked_method(state, settings, body)
+        label = f"{name} answer"
 
         def work(job: Job) -> dict[str, Any]:
             started = time.perf_counter()
+            method = _built_method(state, settings, name, body.index, options)
             with on_stage(job.on_stage or (lambda stage: None)):
                 if text is None:  # a corpus method over one of the server's indexes
                     prediction = method.run(body.question, choices=body.choices)
@@ -295,7 +308,9 @@ class BrowserSafeJSON(JSONResponse):
 
 
 def browser_safe(text: str) -> str:
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    """``text`` as it may go to a browser: U+2028/U+2029 escaped, and any lone surrogate that slipped past the
+    entry checks (in a message quoting input) replaced, so encoding it can never fail."""
+    return replace_lone_surrogates(text)[0].replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 async def _outcome(state: dict[str, Any], settings: Settings, job: Job, request: Request) -> Any:
@@ -313,6 +328,15 @@ async def _outcome(state: dict[str, Any], settings: Settings, job: Job, request:
         return result.result()
     except TimeoutError:
         raise HTTPException(504, f"no result within the deadline of {settings.deadline:g} s") from None
+    except (RagfunnelError, StarletteHTTPException):
+        raise
+    except Exception as e:  # a bug: one JSON line for the client, one log line to report, the server goes on
+        return BrowserSafeJSON({"detail": _unexpected(job.label, e)}, status_code=500)
+
+
+def _unexpected(label: str, error: Exception) -> str:
+    log.error("%s failed: unexpected %s: %s", label, type(error).__name__, error)
+    return f"{label} failed: unexpected {type(error).__name__}: {error}; this is a bug in ragfunnel, please report it"
 
 
 async def _disconnected(request: Request) -> None:
@@ -334,15 +358,13 @@ def _open_index(path: str) -> Any:
     return CorpusIndex(path)
 
 
-def _retriever(index: Any, settings: Settings) -> Any:
-    """FunnelRAG's retriever over ``index``, its rankers loaded now rather than on the first search."""
+def _retriever(state: dict[str, Any], settings: Settings, name: str) -> Any:
+    """FunnelRAG's retriever over index ``name``, for search; kept, with the rankers the funnel method uses."""
     from ragfunnel.corpus.funnel import FunnelRetriever
-    from ragfunnel.retrieve.attention import load_post_ranker
-    from ragfunnel.retrieve.rerank import load_pre_ranker
 
-    return FunnelRetriever(index, pre_ranker=load_pre_ranker(settings.pre_ranker, stored=index.document_vectors,
-                                                             embedder=index.embedder),
-                           post_ranker=load_post_ranker(settings.post_ranker))
+    if name not in state["retrievers"]:
+        state["retrievers"][name] = FunnelRetriever(state["indexes"][name], **_rankers(state, settings, name))
+    return state["retrievers"][name]
 
 
 def _search(retriever: Any, body: SearchIn) -> dict[str, Any]:
@@ -377,23 +399,45 @@ def _document(state: dict[str, Any], doc_id: str) -> Any:
         raise HTTPException(404, f"no document {doc_id!r}; store one with POST {API}/documents") from None
 
 
-def _method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> Any:
-    """The method object for this request, built once per (method, index, options) and kept."""
+def _checked_method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> tuple[str, dict[str, Any]]:
+    """The method's name and options for this request, checked at once (everything a request can get wrong);
+    the options include the operator's models, by spec."""
     default = DEFAULT_CORPUS_METHOD if body.index is not None else DEFAULT_METHOD
     name = body.method if body.method is not None else default
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     options = {**checked_options(name, body.options), "task": check_task(body.task)}
-    index = None if body.index is None else _index(state, body.index)
+    check_source(name, index=None if body.index is None else _index(state, body.index))
     takes = set(options_of(name))
-    options |= {option: spec for option, spec in settings.operator_options().items() if option in takes}
-    key = (name, body.index, json.dumps(options, sort_keys=True, default=str))
+    return name, options | {option: spec for option, spec in settings.operator_options().items() if option in takes}
+
+
+def _built_method(state: dict[str, Any], settings: Settings, name: str, index: str | None,
+                  options: dict[str, Any]) -> Any:
+    """The method object, built on the worker (building one may load a model) once per (method, index,
+    options) and kept. A corpus method shares its index's rankers with search: loaded once, not per options."""
+    key = (name, index, json.dumps(options, sort_keys=True, default=str))
     cache: OrderedDict = state["methods"]
     if key not in cache:
-        cache[key] = make_method(name, index=index, **options)
+        if index is not None:
+            options = {**options, **{k: v for k, v in _rankers(state, settings, index).items() if k in options}}
+        cache[key] = make_method(name, index=None if index is None else state["indexes"][index], **options)
         while len(cache) > 32:
             cache.popitem(last=False)
     return cache[key]
+
+
+def _rankers(state: dict[str, Any], settings: Settings, name: str) -> dict[str, Any]:
+    """FunnelRAG's stage 2 and 3 rankers over index ``name`` (the operator's), loaded on first use."""
+    from ragfunnel.retrieve.attention import load_post_ranker
+    from ragfunnel.retrieve.rerank import load_pre_ranker
+
+    if name not in state["rankers"]:
+        index = state["indexes"][name]
+        state["rankers"][name] = {
+            "pre_ranker": load_pre_ranker(settings.pre_ranker, stored=index.document_vectors, embedder=index.embedder),
+            "post_ranker": load_post_ranker(settings.post_ranker)}
+    return state["rankers"][name]
 
 
 def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, request: Request) -> StreamingResponse:
@@ -415,9 +459,12 @@ def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, re
             await events.put(("error", {"status": 504, "detail": f"no answer within {settings.deadline:g} s"}))
         except RagfunnelError as e:
             await events.put(("error", {"status": _status(e), "detail": str(e)}))
+        except Exception as e:  # a bug: the client still gets an answer, the log one line to report
+            await events.put(("error", {"status": 500, "detail": _unexpected(label, e)}))
         else:
             await events.put(("result", result))
-        await events.put(("end", None))
+        finally:
+            await events.put(("end", None))
 
     async def body() -> AsyncIterator[str]:
         waiter = asyncio.create_task(finish())

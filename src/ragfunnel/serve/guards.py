@@ -37,11 +37,14 @@ SECURITY_HEADERS = [
 
 
 def host_name(host_header: str) -> str:
-    """The name in a Host header, without its port or IPv6 brackets, lower case (``[::1]:8000`` -> ``::1``)."""
+    """The name in a Host header, without its port or IPv6 brackets, lower case (``[::1]:8000`` -> ``::1``);
+    empty for a header that is not ``name[:port]`` or ``[address][:port]``."""
     host = host_header.strip().lower()
     if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0].rstrip(".") if host.count(":") == 1 else host.rstrip(".")
+        address, _, port = host[1:].partition("]")
+        return address if port == "" or (port[:1] == ":" and port[1:].isdigit()) else ""
+    name, colon, port = host.partition(":")
+    return name.rstrip(".") if not colon or port.isdigit() else ""
 
 
 class Guard:
@@ -54,8 +57,11 @@ class Guard:
         self.any_host = "*" in allowed
         self.hosts = LOOPBACK_HOSTS | allowed
         self.origins = set(allowed_origins)
+        self.any_origin = "*" in self.origins
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":  # the service has none; refused before anything could check it
+            return await send({"type": "websocket.close", "code": 1008})
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
@@ -86,11 +92,13 @@ class Guard:
             return 421, (f"this server answers requests for {', '.join(sorted(self.hosts))}, not {host[:100]!r}; "
                          "start it with --allowed-host NAME to answer NAME too"), {}
         origin = headers.get("origin")
-        if scope["method"] not in SAFE_METHODS and origin is not None and origin not in self.origins \
-                and origin != f"{scope.get('scheme', 'http')}://{host}":
+        if scope["method"] not in SAFE_METHODS and origin is not None and not self.any_origin \
+                and origin not in self.origins and origin != f"{scope.get('scheme', 'http')}://{host}":
             return 403, (f"requests from pages of another site (Origin {origin[:100]!r}) are refused; start the "
                          "server with --cors-origin ORIGIN to let that site call the API"), {}
-        if self.token and scope["path"].startswith("/v1") and not _authorized(headers, self.token):
+        # A CORS preflight (OPTIONS) never carries credentials, by the browser's rules: it is not asked for them.
+        if self.token and scope["path"].startswith("/v1") and scope["method"] != "OPTIONS" \
+                and not _authorized(headers, self.token):
             return 401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"}
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.body_limit:

@@ -47,11 +47,26 @@ class Job:
     cancelled: threading.Event = field(default_factory=threading.Event)
     on_text: Callable[[str], None] | None = None  # where the answering model's text goes as it is written
     on_stage: Callable[[Any], None] | None = None  # where each stage of the method goes as it ends
+    started: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def cancel(self, why: str) -> None:
+        """Stop the job: a running one at its next token, a waiting one at once. A waiting job lets go of its
+        work (and the request text it holds) now, not when the worker reaches it."""
         if not self.cancelled.is_set():
             log.info("cancelling %s: %s", self.label, why)
         self.cancelled.set()
+        with self._lock:
+            if not self.started:
+                self.work, self.on_text, self.on_stage = _cancelled, None, None
+                self.settle(error=Cancelled(f"{self.label} was cancelled: {why}"))
+
+    def begin(self) -> Callable[[Job], Any]:
+        """The work to run now (the worker calls this); Cancelled if the job was cancelled while it waited."""
+        with self._lock:
+            self.check()
+            self.started = True
+            return self.work
 
     def check(self) -> None:
         if self.cancelled.is_set():
@@ -70,6 +85,10 @@ class Job:
             pass
 
 
+def _cancelled(job: Job) -> None:
+    raise Cancelled(f"{job.label} was cancelled")
+
+
 class JobQueue:
     """Runs jobs one at a time on a worker thread; ``models`` are the LLM objects whose token callbacks
     are pointed at the running job (for streaming and cancellation)."""
@@ -83,7 +102,6 @@ class JobQueue:
         self._lock = threading.Lock()
         self._closed = False
         self._seconds = 20.0  # running mean of a job's seconds, for Retry-After
-        self.running: Job | None = None
         self._thread = threading.Thread(target=self._loop, name="ragfunnel-serve-worker", daemon=True)
         self._thread.start()
 
@@ -91,7 +109,7 @@ class JobQueue:
     def pending(self) -> int:
         """Jobs waiting or running, less the cancelled ones still waiting for the worker to skip them."""
         with self._lock:
-            return sum(job is self.running or not job.cancelled.is_set() for job in self._live)
+            return sum(job.started or not job.cancelled.is_set() for job in self._live)
 
     def submit(self, work: Callable[[Job], Any], *, label: str, on_text: Callable[[str], None] | None = None,
                on_stage: Callable[[Any], None] | None = None) -> Job:
@@ -136,18 +154,16 @@ class JobQueue:
 
     def _loop(self) -> None:
         while (job := self._waiting.get()) is not None:
-            self.running = job
             started = time.perf_counter()
             self._point_models_at(job)
             try:
-                job.check()
-                job.settle(result=job.work(job))
+                job.settle(result=job.begin()(job))
             except BaseException as e:  # noqa: BLE001 - every failure goes back to the request that asked
                 job.settle(error=e)
             finally:
                 self._point_models_at(None)
-                self.running = None
-                self._seconds = 0.8 * self._seconds + 0.2 * (time.perf_counter() - started)
+                if job.started:  # a job skipped because it was cancelled while waiting says nothing of speed
+                    self._seconds = 0.8 * self._seconds + 0.2 * (time.perf_counter() - started)
                 with self._lock:
                     self._live.remove(job)
 

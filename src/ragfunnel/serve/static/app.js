@@ -59,7 +59,7 @@ function takeEvents(buffer) {
     const field = colon < 0 ? line : line.slice(0, colon);
     let text = colon < 0 ? "" : line.slice(colon + 1);
     if (text.startsWith(" ")) text = text.slice(1);
-    if (field === "event") event = text;
+    if (field === "event") event = text || "message";
     else if (field === "data") data.push(text);
   }
   return { events, rest: buffer.slice(consumed) };
@@ -78,7 +78,10 @@ async function ask(body, onToken) {
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
-    buffer += decoder.decode(value, { stream: true });
+    const text = decoder.decode(value, { stream: true });
+    const seam = buffer.slice(-2) + text;  // an event ends at a blank line, which may straddle two reads
+    buffer += text;
+    if (!/[\r\n][\r\n]/.test(seam)) continue;  // nothing ended: a large result is not parsed again per read
     const parsed = takeEvents(buffer);
     buffer = parsed.rest;
     for (const { event, data } of parsed.events) {
