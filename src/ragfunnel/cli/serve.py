@@ -67,7 +67,7 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once.
 
     The port is taken first, then the models load; either failing is one error line. SIGTERM or Ctrl-C
-    answers running and queued requests with 503 and stops within about two seconds.
+    answers running and queued requests with 503 and stops within a second or so.
     """
     try:
         import uvicorn
@@ -131,7 +131,6 @@ def listen(host: str, port: int) -> socket.socket:
             raise ConfigError(f"port {port} on {host} is in use (another server?); stop it or pass --port N") from None
         raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror}); pass a local address with --host "
                           "and a free --port") from None
-    sock.set_inheritable(True)
     return sock
 
 
