@@ -76,9 +76,13 @@ def test_auto_end_to_end_chooses_and_answers(hotpot_examples):
     auto = make_method("auto", task="multihop", budget=400, chunk_words=100)
     p = auto.run(example["question"], hotpot_context(example))
     choose = p.trace.stages[0]
-    assert choose.name == "choose" and choose.detail["chose"] in ("lc", "fb")
+    assert choose.name == "choose" and choose.detail["chose"] in ("lc", "op")
     assert all(v > 0 for v in choose.detail["predicted_seconds"].values())
-    assert p.method == f"auto:{choose.detail['chose']}" and p.answer
+    climb = p.trace.stages[-1]
+    assert climb.name == "escalate" and climb.detail["rungs"][0]["method"] == choose.detail["chose"]
+    assert p.method == f"auto:{climb.detail['answered_by']}" and p.answer
+    # the answer carries the signals read from the real model: its tokens' log-probabilities and its judgement
+    assert p.signals["answer_logprob_mean"] <= 0 and 0 <= p.signals["judge_yes"] <= 1
 
 
 def test_streamed_text_is_the_completion():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ragfunnel.confidence import Abstaining, using_calibration
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, make_method
@@ -18,6 +19,8 @@ def answer(
     index: CorpusIndex | str | Path | None = None,
     method: str | None = None,
     choices: list[str] | None = None,
+    abstain: float | None = None,
+    calibration: str | Path | None = None,
     **options: Any,
 ) -> Prediction:
     """Answer ``question`` from a long ``context``, or from a corpus ``index`` (a directory written by
@@ -27,11 +30,22 @@ def answer(
     ``options`` are the method's keyword options, e.g. ``light="bundled:qwen2.5-0.5b"``,
     ``strong="openai:http://127.0.0.1:8000/v1#qwen"``, ``budget=1500``, ``samples=5``,
     ``task="multihop"``, or ``documents=5`` for DRAG. An option the method does not take is an error
-    naming the ones it does.
+    naming the ones it does; ``prefer="speed"|"balanced"|"quality"`` sets how far ``auto`` climbs.
+
+    The prediction's ``confidence`` is the estimated probability that the answer is right, calibrated by
+    ``calibration`` (a file written by ``ragfunnel calibrate``; default: ``$RAGFUNNEL_CALIBRATION``, else
+    the shipped one). ``abstain``: below this confidence the answer is "unanswerable" (the withheld
+    answer is in the trace's ``abstain`` stage).
     """
     if (context is None) == (index is None):
         raise ConfigError("answer() reads either a context (a long text) or an index (a corpus index directory); "
                           "pass exactly one")
     if index is None:
-        return make_method(method or DEFAULT_METHOD, **options).run(question, context, choices=choices)
-    return make_method(method or DEFAULT_CORPUS_METHOD, index=index, **options).run(question, choices=choices)
+        chosen = make_method(method or DEFAULT_METHOD, **options)
+    else:
+        chosen = make_method(method or DEFAULT_CORPUS_METHOD, index=index, **options)
+    if abstain is not None:
+        chosen = Abstaining(chosen, abstain)
+    with using_calibration(calibration):
+        return chosen.run(question, context, choices=choices) if index is None else chosen.run(question,
+                                                                                               choices=choices)

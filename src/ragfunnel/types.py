@@ -83,6 +83,9 @@ class Completion:
     seconds: float
     finish_reason: str = "stop"
     cached: bool = False  # served by the call cache; ``seconds`` is then the lookup's, not the model's
+    # The model's log-probability of each token of ``text`` (of its first ``len(logprobs)`` tokens);
+    # empty where the backend gives none (sampled drafts, servers that refuse logprobs).
+    logprobs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,6 +174,13 @@ class Prediction:
     # Every chunk of the context, best first, under the scores that chose the context
     # (empty when nothing was ranked: long context, or a context that fit the budget whole).
     ranking: list[ScoredChunk] = field(default_factory=list)
+    # The estimated probability that ``answer`` is right (ragfunnel.confidence), and the signals it was
+    # computed from; None when no calibration covers this answer (summaries, or no calibration file).
+    confidence: float | None = None
+    signals: dict[str, float] = field(default_factory=dict)
+    # The greedy answer's completion (token log-probabilities; the prompt a judge question follows).
+    completion: Completion | None = field(default=None, repr=False, compare=False)
+    prompt: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the CLI's ``--json`` output)."""
@@ -187,6 +197,8 @@ class Prediction:
                 }
                 for sc in self.chunks_used
             ],
+            "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "signals": {k: round(v, 4) for k, v in self.signals.items()},
             "samples": [{"text": s.text, "rationale": s.rationale, "answer": s.answer} for s in self.samples],
             "ranking": [{"position": sc.chunk.position, "score": round(float(sc.score), 6)} for sc in self.ranking],
             "trace": {

@@ -77,13 +77,21 @@ def ray_from(given: dict[str, Any]) -> RayOptions | None:
 
 
 def model_settings(given: dict[str, Any]) -> None:
-    """Apply the process-wide model switches among ``given`` (--no-cache, --timeout), removing them."""
+    """Apply the process-wide model switches among ``given`` (--no-cache, --timeout, --calibration), removing
+    them."""
     from ragfunnel.llm.registry import set_disk_caches, set_server_timeout
 
     if given.pop("no_cache", False):
         set_disk_caches(False)
     if (seconds := given.pop("timeout", None)) is not None:
         set_server_timeout(seconds)
+    if (calibration := given.pop("calibration", None)) is not None:
+        import os
+
+        from ragfunnel.confidence.calibration import load_calibration
+
+        load_calibration(calibration)  # a missing or damaged file is named now, once
+        os.environ["RAGFUNNEL_CALIBRATION"] = str(calibration)  # Ray workers and threads see it too
 
 
 def debugging(ctx: click.Context) -> bool:

@@ -15,10 +15,12 @@ import click
 
 from ragfunnel import __version__, journal
 from ragfunnel.cli.cache import cache
+from ragfunnel.cli.calibrate import calibrate
 from ragfunnel.cli.common import Group, model_settings, ray_from, ray_options, timeout_option
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
+from ragfunnel.confidence import Abstaining, abstained
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
@@ -87,6 +89,14 @@ def method_options(command: Callable) -> Callable:
                           "by their maximum first) or raw (the paper's Eq. 5 as written) [default: normalized]."),
         click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True),
                      help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
+        click.option("--prefer", type=click.Choice(["speed", "balanced", "quality"]),
+                     help="auto: how far to climb past op while the answer's confidence is low: speed (never), "
+                          "balanced (to fb), quality (to fb, then lc) [default: balanced]."),
+        click.option("--abstain", type=click.FloatRange(0, 1), metavar="BELOW",
+                     help="Answer 'unanswerable' when the answer's confidence is below BELOW (0-1)."),
+        click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+                     help="Calibration file for confidence (`ragfunnel calibrate`) [default: $RAGFUNNEL_CALIBRATION, "
+                          "else the one shipped, fitted on the bundled models]."),
         click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), help="FB-RAG drafts K [default: 5]."),
         click.option("--chunk-words", type=click.IntRange(1, 100_000), help="Words per chunk [default: 300]."),
         click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
@@ -130,6 +140,7 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
         choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
     """Answer QUESTION from the text in --context (or from a corpus --index)."""
     model_settings(given)
+    below = given.pop("abstain", None)
     options = {k: v for k, v in given.items() if v is not None}
     if (context_path is None) == (index_dir is None):
         raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
@@ -139,6 +150,8 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
     _refuse_options(method, options, flags=given)
     context = read_context(context_path) if context_path is not None else None
     chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
+    if below is not None:
+        chosen = Abstaining(chosen, below)
     with _streaming(options.get("strong"), enabled=not as_json):
         if context is None:
             prediction = chosen.run(question, choices=list(choices) or None)
@@ -148,6 +161,9 @@ def ask(question: str, context_path: str | None, index_dir: Path | None, method:
         click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
     else:
         click.echo(prediction.answer)
+        if prediction.confidence is not None:
+            click.echo(f"confidence {prediction.confidence:.2f}" + ("  (abstained: below --abstain)"
+                                                                    if abstained(prediction) else ""), err=True)
         click.echo(_summary(prediction), err=True)
 
 
@@ -292,6 +308,8 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     # Each method gets the options it takes; the run records them, so a report knows what each ran with.
     received = {name: {"task": task, **{k: v for k, v in options.items() if k in options_of(name)}} for name in names}
     methods = {name: make_method(name, **received[name]) for name in names}
+    if options.get("abstain") is not None:
+        methods = {name: Abstaining(m, options["abstain"]) for name, m in methods.items()}
     specs = [options.get("strong", DEFAULT_STRONG)]
     if any("light" in options_of(name) for name in names):
         specs.append(options.get("light", DEFAULT_LIGHT))
@@ -445,3 +463,4 @@ main.add_command(scale)
 main.add_command(plan)
 main.add_command(cache)
 main.add_command(serve)
+main.add_command(calibrate)

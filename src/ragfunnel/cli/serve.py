@@ -10,10 +10,12 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
+from ragfunnel.cli.common import model_settings
 from ragfunnel.errors import ConfigError, MissingExtra
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
@@ -61,9 +63,13 @@ def is_loopback(host: str) -> bool:
                    "421, which stops web pages reaching the server by DNS rebinding. '*' answers any (needs --token).")
 @click.option("--no-cache", is_flag=True,
               help="Bypass the on-disk caches (LLM calls, kept document states); memory keeps them per process.")
+@click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+              help="Calibration file for every answer's confidence (`ragfunnel calibrate`) [default: "
+                   "$RAGFUNNEL_CALIBRATION, else the one shipped].")
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
           max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool, indexes: tuple[str, ...],
-          pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool) -> None:
+          pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool,
+          calibration: Path | None) -> None:
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once.
 
     The port is taken first, then the models load; either failing is one error line. SIGTERM or Ctrl-C
@@ -96,6 +102,7 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
         from ragfunnel.llm import set_disk_caches
 
         set_disk_caches(False)
+    model_settings({"calibration": calibration})
     listener = listen(host, port)  # before the models load: a busy port is found in a second, not a minute
     logging.getLogger("ragfunnel.serve").setLevel(logging.INFO)  # its own logger: request lines, load time
     click.echo(f"ragfunnel serve: loading {light} and {strong}", err=True)

@@ -8,6 +8,8 @@ tasks) where each method's chunk scores put the first chunk holding the answer, 
 ``gold_rank.png`` (for datasets with supporting passages) where they put the first chunk
 overlapping a supporting passage: BM25 against the question for ``op``/``vanilla``/``self-route``,
 the fused draft scores for ``fb``/``fb-f``. Methods whose every row failed are left out of the plots.
+Methods whose answers carry a confidence get a second table and two more plots (see
+:mod:`ragfunnel.eval.confidence_report`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ import base64
 import html
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragfunnel import __version__, journal
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
+from ragfunnel.eval.confidence_report import (
+    ConfidenceSummary,
+    confidence_plots,
+    confidence_table,
+    summarise_confidence,
+)
 from ragfunnel.eval.runner import EvalRow, load_eval
 
 # The headline metric per task family, in order of preference.
@@ -52,6 +60,8 @@ class MethodSummary:
     gold_ranks: list[int | None]
     gold_recall: float | None  # mean share of supporting passages the final context touched
     example_metrics: dict[str, dict[str, float]]  # example id -> its metrics, for rows that did not fail
+    # (confidence, metrics) of each row that did not fail and carries a confidence.
+    confident_rows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
     def answer_at(self, k: int) -> float | None:
         """Share of ranked rows whose answer-bearing chunk is in the top ``k``."""
@@ -112,6 +122,7 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             gold_recall=statistics.fmean(gold) if (gold := [r.gold_recall for r in ok if r.gold_recall is not None])
             else None,
             example_metrics={r.example_id: r.metrics for r in ok},
+            confident_rows=[(r.confidence, r.metrics) for r in ok if r.confidence is not None],
         ))
     return out
 
@@ -134,6 +145,13 @@ def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
              _share(s.gold_recall) + _partial(len(s.gold_ranks), s.n - s.failures)]
             for s in summaries]
     return header, body
+
+
+def confidence_summaries(summaries: list[MethodSummary], metric: str | None) -> list[ConfidenceSummary]:
+    """The confidence measures of each (dataset, method, budget) whose rows carry a confidence."""
+    found = [summarise_confidence(s.dataset, s.method if s.budget is None else f"{s.method} @{s.budget}",
+                                  s.headline(metric)[0], s.confident_rows) for s in summaries]
+    return [c for c in found if c is not None]
 
 
 def _share(value: float | None) -> str:
@@ -195,6 +213,7 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
                        what="the first chunk holding the answer")
     made += _rank_plot(plt, summaries, out_dir / "gold_rank.png", lambda s: s.gold_ranks,
                        what="the first chunk overlapping a supporting passage")
+    made += confidence_plots(plt, confidence_summaries(summaries, metric), out_dir)
     return made
 
 
@@ -267,30 +286,40 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     if not summaries:
         raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
     out_dir = journal.out_dir(Path(out_dir))
-    header, body = _table(summaries)
+    tables = [("", *_table(summaries))]
+    if confident := confidence_summaries(summaries, metric):
+        tables.append(("Confidence: how well each method's confidence tells right answers from wrong",
+                       *confidence_table(confident)))
     images = _plots(summaries, out_dir, metric)
     made_by = f"Written by ragfunnel {__version__}; each run's configuration (below) names the version that ran it."
-    md = ["# ragfunnel report", "", made_by, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    md += ["| " + " | ".join(row) + " |" for row in body]
+    md = ["# ragfunnel report", "", made_by]
+    for title, header, body in tables:
+        md += [""] + ([f"## {title}", ""] if title else [])
+        md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        md += ["| " + " | ".join(row) + " |" for row in body]
     md += [""] + [f"![{name}]({name})" for name in images]
     # What each run was — dataset and its SHA-256, models and theirs, every option — so the report alone
     # says how to run it again.
     runs = {str(d): json.dumps(load_eval(Path(d)).config, indent=2, sort_keys=True) for d in run_dirs}
     md += ["", "## Runs", ""] + [line for d, config in runs.items() for line in (f"`{d}`:", "```json", config, "```")]
     (out_dir / "report.md").write_text("\n".join(md) + "\n")
-    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
     page = (
         "<!doctype html><meta charset=utf-8><title>ragfunnel report</title>"
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         f"<h1>ragfunnel report</h1><p>{html.escape(made_by)}</p>"
-        "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>"
-        + cells + "</table>" + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>'
-                                        for name in images)
+        + "".join((f"<h2>{html.escape(title)}</h2>" if title else "") + _html_table(header, body)
+                  for title, header, body in tables)
+        + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>' for name in images)
         + "<h2>Runs</h2>" + "".join(f"<details open><summary>{html.escape(d)}</summary><pre>{html.escape(config)}"
                                     "</pre></details>" for d, config in runs.items())
     )
     (out_dir / "report.html").write_text(page)
     return [out_dir / "report.md", out_dir / "report.html", *(out_dir / n for n in images)]
+
+
+def _html_table(header: list[str], body: list[list[str]]) -> str:
+    cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in body)
+    return "<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>" + cells + "</table>"
 
 
 def _inline_png(path: Path) -> str:

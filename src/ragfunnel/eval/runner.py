@@ -16,6 +16,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from ragfunnel.confidence import abstained
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.metrics import (
     answer_rank,
@@ -94,6 +95,11 @@ class EvalRow:
     # touched; both None when the example's supporting passages are not known.
     gold_rank: int | None = None
     gold_recall: float | None = None
+    # The estimated probability that the answer is right, and the signals it was computed from
+    # (ragfunnel.confidence); None and empty for methods that give none.
+    confidence: float | None = None
+    signals: dict[str, float] = field(default_factory=dict)
+    abstained: bool = False  # the answer was withheld for low confidence (``--abstain``)
     error: str | None = None
 
     @property
@@ -132,6 +138,11 @@ class EvalRow:
                 raise InputError("'trace.stages' must hold objects")
             _expect(stage, "name", str, where="trace stage")
             _expect(stage, "seconds", int | float, where="trace stage")
+        if row.get("confidence") is not None:
+            _expect(row, "confidence", int | float)
+        signals = row.get("signals", {})
+        if not isinstance(signals, dict) or not all(isinstance(v, int | float) for v in signals.values()):
+            raise InputError("'signals' must map names to numbers")
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in row.items() if k in known})
 
@@ -167,6 +178,9 @@ def _row(example: Example, method: str, run: Callable[[], Prediction], profile: 
         ranking=[sc.chunk.position for sc in p.ranking],
         gold_rank=gold.get("gold_rank"),
         gold_recall=gold.get("gold_recall"),
+        confidence=p.confidence,
+        signals=dict(p.signals),
+        abstained=abstained(p),
     )
 
 

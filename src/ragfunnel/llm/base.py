@@ -151,6 +151,11 @@ class BaseLLM:
         params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed, grammar, keep_prefix)
         return [self._cached_or_complete(prompt, params, n) for prompt in prompts]
 
+    def yes_probability(self, prompt: str, answer: str, check: str) -> float | None:
+        """The probability the model replies "Yes" (against "No") to ``check``, asked after it answered
+        ``prompt`` with ``answer``; None where the backend cannot read token probabilities."""
+        return None
+
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` under this model's own tokenizer (cached per text)."""
         cached = self._token_cache.get(text)

@@ -44,6 +44,7 @@ CALLS_FILE = "calls.sqlite"
 _SCHEMA = 1  # PRAGMA user_version; a file of another version is emptied, its rows would not decode
 _KEY_VERSION = "ragfunnel-call/1"
 _STORED = tuple(f.name for f in fields(Completion) if f.name != "cached")
+_OPTIONAL = {"logprobs"}  # stored since a later version: entries written before lack it
 _TYPES = {"text": str, "prompt_tokens": int, "completion_tokens": int, "seconds": (int, float), "finish_reason": str}
 _DAMAGED = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
 
@@ -301,8 +302,12 @@ def _decode(key: str, value: Any, checksum: Any) -> tuple[list[dict[str, Any]], 
     if not isinstance(stored, list) or not stored:
         return [], "not a list of completions"
     for s in stored:
-        if not isinstance(s, dict) or set(s) != set(_STORED):
+        if not isinstance(s, dict) or not set(_STORED) - _OPTIONAL <= set(s) <= set(_STORED):
             return [], "a completion with the wrong fields"
+        if "logprobs" in s:
+            if not isinstance(s["logprobs"], list) or not all(isinstance(v, int | float) for v in s["logprobs"]):
+                return [], "a completion with a field of the wrong type"
+            s["logprobs"] = tuple(float(v) for v in s["logprobs"])
         if not all(isinstance(s[k], t) for k, t in _TYPES.items() if k in s):
             return [], "a completion with a field of the wrong type"
     return stored, None

@@ -33,6 +33,10 @@ from ragfunnel.types import Completion
 log = logging.getLogger(__name__)
 
 MAX_PARALLEL = 8  # sequences one context decodes together (drafts beyond this go in further rounds)
+# Tokens of a greedy answer whose log-probabilities are read back (short answers fit; a summary's first
+# sentence is enough to judge how sure the model was, and re-reading all of it would cost seconds).
+LOGPROB_TOKENS = 32
+_YES, _NO = ("Yes", "yes", "YES", " Yes"), ("No", "no", "NO", " No")
 _SPLIT = "\ue000"  # a private-use character marking where a prompt prefix ends inside the chat template
 _construct_lock = threading.Lock()
 
@@ -387,20 +391,100 @@ class LlamaCppLLM(BaseLLM):
         if self.on_text is None:
             r = self._llama.create_completion(**options)
             choice, usage = r["choices"][0], r["usage"]
-            return Completion(text=choice["text"] or "", prompt_tokens=usage["prompt_tokens"],
-                              completion_tokens=usage["completion_tokens"], seconds=time.perf_counter() - started,
-                              finish_reason=choice.get("finish_reason") or "stop")
-        pieces, finish = [], "stop"
-        for chunk in self._llama.create_completion(**options, stream=True):
-            choice = chunk["choices"][0]
-            if choice["text"]:
-                pieces.append(choice["text"])
-                self.on_text(choice["text"])
-            finish = choice.get("finish_reason") or finish
-        text = "".join(pieces)
-        return Completion(text=text, prompt_tokens=len(tokens), completion_tokens=len(self._llama.tokenize(
-            text.encode("utf-8"), add_bos=False, special=True)) if text else 0,
-            seconds=time.perf_counter() - started, finish_reason=finish)
+            text, finish = choice["text"] or "", choice.get("finish_reason") or "stop"
+            n_out = usage["completion_tokens"]
+        else:
+            pieces, finish = [], "stop"
+            for chunk in self._llama.create_completion(**options, stream=True):
+                choice = chunk["choices"][0]
+                if choice["text"]:
+                    pieces.append(choice["text"])
+                    self.on_text(choice["text"])
+                finish = choice.get("finish_reason") or finish
+            text = "".join(pieces)
+            n_out = len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)) if text else 0
+        greedy = params.temperature == 0 and params.grammar is None
+        logprobs = self._answer_logprobs(tokens, text) if greedy and text.strip() else ()
+        return Completion(text=text, prompt_tokens=len(tokens), completion_tokens=n_out,
+                          seconds=time.perf_counter() - started, finish_reason=finish, logprobs=logprobs)
+
+    def _answer_logprobs(self, prompt: list[int], text: str) -> tuple[float, ...]:
+        """The log-probability of each of the first :data:`LOGPROB_TOKENS` tokens of ``text`` after ``prompt``.
+
+        llama.cpp keeps logits for the last position only (keeping them all would cost n_ctx x vocab
+        floats), so the answer is decoded once more from the prompt's last token, one batch with logits
+        at every row: a few dozen tokens, a fraction of a second. Afterwards the context holds prompt
+        and answer, so a judge question that follows them reads only itself (:meth:`yes_probability`).
+        """
+        import llama_cpp
+        import numpy as np
+
+        llama = self._llama
+        answer = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)[:LOGPROB_TOKENS]
+        n_prompt = len(prompt)
+        if not answer or n_prompt + len(answer) > self._n_ctx:
+            return ()
+        ctx = llama._ctx.ctx
+        feed = [prompt[-1], *answer]
+        llama._ctx.kv_cache_seq_rm(0, n_prompt - 1, -1)
+        llama._requires_eval = True
+        batch = llama_cpp.llama_batch_init(len(feed), 0, 1)
+        try:
+            batch.n_tokens = len(feed)
+            for row, token in enumerate(feed):
+                batch.token[row] = token
+                batch.pos[row] = n_prompt - 1 + row
+                batch.n_seq_id[row] = 1
+                batch.seq_id[row][0] = 0
+                batch.logits[row] = True
+            if llama_cpp.llama_decode(ctx, batch) != 0:
+                llama.n_tokens = n_prompt - 1
+                log.warning("llama.cpp could not read back the answer's log-probabilities on %s", self.name)
+                return ()
+            out = []
+            for row, token in enumerate(answer):
+                logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, row), shape=(llama._n_vocab,))
+                top = float(logits.max())
+                out.append(float(logits[token]) - top - float(np.log(np.exp(logits - top).sum())))
+        finally:
+            llama_cpp.llama_batch_free(batch)
+        held = [*prompt, *answer]
+        llama.input_ids[: len(held)] = held
+        llama.n_tokens = len(held)
+        return tuple(out)
+
+    def yes_probability(self, prompt: str, answer: str, check: str) -> float | None:
+        """P("Yes") against P("No") as the first word of the model's reply to ``check``, asked after it
+        answered ``prompt`` with ``answer`` (one turn of conversation further). The model usually still
+        holds prompt and answer, so this reads only the check's few dozen tokens."""
+        self.warm_up()
+        import llama_cpp
+        import numpy as np
+
+        if self._template is None:
+            text = f"{prompt}{answer}\n\n{check}\n"
+            tokens = self._llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+        else:
+            messages = [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer},
+                        {"role": "user", "content": check}]
+            tokens = self._llama.tokenize(self._template(messages=messages).prompt.encode("utf-8"),
+                                          add_bos=False, special=True)
+        if len(tokens) + 1 > self._n_ctx:
+            return None
+        with self._lock:
+            self._read(tokens)
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, -1),
+                                           shape=(self._llama._n_vocab,)).astype(np.float64)
+            self._llama._requires_eval = True
+
+        def first_tokens(words: tuple[str, ...]) -> list[int]:
+            ids = {self._llama.tokenize(w.encode(), add_bos=False, special=False)[0] for w in words}
+            return sorted(ids)
+
+        top = logits.max()
+        yes = float(np.exp(logits[first_tokens(_YES)] - top).sum())
+        no = float(np.exp(logits[first_tokens(_NO)] - top).sum())
+        return yes / (yes + no) if yes + no > 0 else None
 
     def _sampler(self, params: SamplingParams, seed: int) -> Any:
         import llama_cpp

@@ -81,6 +81,7 @@ class OpenAICompatibleLLM(BaseLLM):
         self._window = context_window
         self._tokenize_route: str | None = None
         self._send_grammar = True  # until the server refuses the field
+        self._send_logprobs = True  # likewise
         self._client: Any = None
         self._lock = threading.Lock()  # the turn and the cool-offs are shared by the calling threads
         self._next = 0  # index in base_urls of the server whose turn is next
@@ -248,12 +249,17 @@ class OpenAICompatibleLLM(BaseLLM):
             try:
                 reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body)
             except ModelError as e:
-                if "grammar" not in body or not _REFUSED.search(str(e)):
+                if not _REFUSED.search(str(e)) or not ("grammar" in body or "logprobs" in body):
                     raise
                 # A strict API (api.openai.com) rejects the unknown field: go on without it; the
                 # callers that constrain a reply with a grammar also parse unconstrained replies.
-                log.warning("%s refused the 'grammar' field; sending requests without it", self.name)
-                self._send_grammar = False
+                # A server that refuses logprobs answers without them (confidence then lacks that signal).
+                field = "grammar" if "grammar" in body else "logprobs"
+                log.warning("%s refused the %r field; sending requests without it", self.name, field)
+                if field == "grammar":
+                    self._send_grammar = False
+                else:
+                    self._send_logprobs = False
                 continue
             seconds = time.perf_counter() - started
             self._restart_deadline()  # a server ignoring ``n`` needs more requests: each gets its own time
@@ -274,9 +280,32 @@ class OpenAICompatibleLLM(BaseLLM):
                         completion_tokens=out_tokens // len(choices) if out_tokens else self.count_tokens(text),
                         seconds=seconds / len(choices),
                         finish_reason=choice.get("finish_reason") or "stop",
+                        logprobs=_token_logprobs(choice),
                     )
                 )
         return completions
+
+    def yes_probability(self, prompt: str, answer: str, check: str) -> float | None:
+        """P("Yes") against P("No") as the first token of the reply to ``check`` after ``answer`` (chat
+        servers that return top log-probabilities; None elsewhere). A server with prefix caching (vLLM,
+        llama.cpp's server) reads only the new turn."""
+        if self.mode != "chat" or not self._send_logprobs:
+            return None
+        body = {"model": self.model, "max_tokens": 1, "temperature": 0.0, "logprobs": True, "top_logprobs": 10,
+                "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer},
+                             {"role": "user", "content": check}]}
+        try:
+            reply = self._post("/chat/completions", body)
+        except (ModelError, TransientError) as e:
+            log.warning("%s could not judge its answer (%s); confidence goes without that signal", self.name, e)
+            return None
+        try:
+            top = reply["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+            probs = {str(t["token"]).strip().lower(): math.exp(float(t["logprob"])) for t in top}
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+        yes, no = probs.get("yes", 0.0), probs.get("no", 0.0)
+        return yes / (yes + no) if yes + no > 0 else None
 
     def _request_body(self, prompt: str, params: SamplingParams, n: int, *, seed: int) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -291,6 +320,8 @@ class OpenAICompatibleLLM(BaseLLM):
             body["top_k"] = params.top_k  # vLLM and llama.cpp accept it; others ignore it
         if params.stop:
             body["stop"] = list(params.stop)
+        if params.temperature == 0 and self._send_logprobs:  # greedy answers: their tokens' log-probabilities
+            body["logprobs"] = True if self.mode == "chat" else 1
         if params.grammar is not None and self._send_grammar:
             # llama.cpp's server enforces it; vLLM ignores unknown fields; strict hosted APIs refuse them.
             body["grammar"] = params.grammar
@@ -346,3 +377,19 @@ class OpenAICompatibleLLM(BaseLLM):
 def _root(base: str) -> str:
     """The server's root, where tokenizer endpoints live, from its API base URL."""
     return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _token_logprobs(choice: dict[str, Any]) -> tuple[float, ...]:
+    """The log-probability of each generated token in an OpenAI-format choice (chat or completions),
+    or () where the server sent none."""
+    got = choice.get("logprobs")
+    if not isinstance(got, dict):
+        return ()
+    if isinstance(got.get("content"), list):  # chat
+        values = [t.get("logprob") for t in got["content"] if isinstance(t, dict)]
+    else:  # completions
+        values = got.get("token_logprobs") or []
+    try:
+        return tuple(float(v) for v in values if v is not None)
+    except (TypeError, ValueError):
+        return ()

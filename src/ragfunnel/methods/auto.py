@@ -1,16 +1,23 @@
-"""auto: answer with whichever of LC and FB-RAG this machine will finish first (OP-RAG under a deadline).
+"""auto: answer with the cheapest promising method, and spend more only where the answer looks unsure.
 
 Before anything is generated, every candidate's latency is predicted from the tokens it would
 feed each model — counted with the models' own tokenizers — and each model's measured speed
 (:mod:`ragfunnel.llm.speed`): seconds to read the prompt (less whatever part of it the model
 already holds from an earlier question about the same document) plus seconds to write the answer
-(for FB-RAG's K drafts, decoded together). ``auto`` runs FB-RAG unless LC is predicted at least
-twice as fast (``LC_MARGIN``: FB-RAG answered better in this project's measurements); with
-``max_seconds``, a candidate predicted over the limit is out, OP-RAG is the fallback, and if
-nothing fits the error names the fastest prediction. The trace's first stage, ``choose``, names
-the choice, every candidate's predicted seconds and why.
+(for FB-RAG's K drafts, decoded together).
 
-One rule goes beyond "fastest now": a document asked about again and again should be read once.
+``auto`` then climbs a ladder of *rungs*. The first is OP-RAG, the cheapest method that was not
+worse than FB-RAG or LC on this project's measurements with the bundled models (33 held-out
+multi-hop documents: OP 34.8, FB-RAG 28.3 with the 0.5B drafting, LC 24.5), or LC where the strong
+model already holds the document and reading the question alone is faster. Every answer carries a
+calibrated confidence (:mod:`ragfunnel.confidence`); below ``ESCALATE_BELOW[prefer]`` the next rung
+runs (FB-RAG, then for ``prefer="quality"`` LC), provided its predicted seconds still fit
+``max_seconds``, and the most confident answer is kept. A calibration whose confidence has not
+earned it (:meth:`~ragfunnel.confidence.calibration.CalibrationFile.earned`) never escalates. The
+trace's first stage, ``choose``, records the plan; ``escalate`` records every rung with its
+confidence and seconds, and why the climb stopped.
+
+One rule goes beyond "cheapest now": a document asked about again and again should be read once.
 A ledger remembers the seconds spent answering questions about each document (by its SHA-256);
 once they reach what reading it whole with the strong model costs, ``auto`` reads it (LC) —
 renting until the rent paid equals the price of buying, which never costs more than twice the
@@ -28,11 +35,12 @@ import threading
 import time
 from dataclasses import dataclass, replace
 
+from ragfunnel.confidence import current_calibration
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.speed import SpeedProfile, speed_of
-from ragfunnel.methods.base import check_budget, join_chunks, prepare, total_tokens
+from ragfunnel.methods.base import WINDOW_MARGIN, check_budget, join_chunks, prepare, total_tokens
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
@@ -41,12 +49,9 @@ from ragfunnel.types import Prediction, StageTrace, Trace
 
 log = logging.getLogger(__name__)
 
-# LC must be predicted at least this much faster than FB-RAG to be chosen: on this project's runs
-# FB-RAG answered better than LC with the bundled models (distractor setting, 50 questions: F1 0.580
-# vs 0.529; 6,000 words, 10 questions: 0.300-0.333 vs 0.267), and LC answers the README's example
-# question wrongly where FB-RAG and OP-RAG answer it right. A warm document still goes to LC
-# (0.5-5 s against 20-45 s).
-LC_MARGIN = 0.5
+PREFER = ("speed", "balanced", "quality")
+# Confidence under which the next rung runs, per ``prefer`` (None: never climb).
+ESCALATE_BELOW: dict[str, float | None] = {"speed": None, "balanced": 0.4, "quality": 0.7}
 # Tokens a short answer or a draft usually runs to, for the prediction (the limits are upper bounds;
 # measured drafts of the bundled 0.5B end after 20-55 tokens, answers after a few).
 EXPECTED_ANSWER_TOKENS = 12
@@ -109,15 +114,16 @@ LEDGER = DocumentLedger()
 
 @dataclass(frozen=True)
 class Plan:
-    """What ``auto`` chose for one input, before running it."""
+    """What ``auto`` chose for one input, before running it: the first rung and the ones it may climb to."""
 
     method: str
     predicted_seconds: dict[str, float]
     why: str
+    ladder: tuple[str, ...] = ()  # rungs after ``method``, climbed while the answer is unsure
 
 
 class Auto:
-    """Chooses LC or FB-RAG per input by predicted latency; OP-RAG when ``max_seconds`` rules both out."""
+    """OP-RAG (or a warm document's LC) first; FB-RAG, then LC, only while the answer's confidence is low."""
 
     name = "auto"
 
@@ -136,12 +142,16 @@ class Auto:
         draft_from: str = "warm",
         fusion: str = "normalized",
         max_seconds: float | None = None,
+        prefer: str = "balanced",
     ):
         if max_seconds is not None and max_seconds <= 0:
             raise ConfigError(f"max_seconds must be positive, got {max_seconds}")
+        if prefer not in PREFER:
+            raise ConfigError(f"prefer must be one of {', '.join(PREFER)}, got {prefer!r}")
         self.task = check_task(task)
         self.light, self.strong = light, strong
         self.max_seconds = max_seconds
+        self.prefer = prefer
         self.max_tokens = max_tokens or answer_tokens(task)
         self.lc = LongContext(strong=strong, task=task, max_tokens=max_tokens)
         self.op = OrderPreservingRAG(strong=strong, task=task, budget=budget, chunk_words=chunk_words,
@@ -192,39 +202,79 @@ class Auto:
                                + s_light.write_seconds(draft_tokens, sequences=self.fb.samples)
                                + predicted["op"])
         predicted = {k: round(v, 2) for k, v in predicted.items()}
-        return self._choose(predicted, spent=LEDGER.spent(context), lc_warm=lc_kept > 0)
+        plan = self._choose(predicted, spent=LEDGER.spent(context), lc_warm=lc_kept > 0)
+        # Rungs that cannot add anything: FB-RAG over a context within its budget answers as OP-RAG
+        # does, and LC over a text beyond the window would read it cut.
+        useless = {"fb"} if whole <= self.fb.budget else set()
+        if lc_prompt + self.max_tokens + WINDOW_MARGIN > strong.context_window:
+            useless.add("lc")
+        return replace(plan, ladder=tuple(r for r in plan.ladder if r not in useless))
 
     def _choose(self, predicted: dict[str, float], *, spent: float = 0.0, lc_warm: bool = False) -> Plan:
-        best = "lc" if predicted["lc"] <= LC_MARGIN * predicted["fb"] else "fb"
-        if best == "lc":
-            why = f"lc is predicted at least twice as fast as fb ({predicted['lc']:.1f}s vs {predicted['fb']:.1f}s)"
+        """The first rung and the ladder above it, from the predicted seconds (and the document's ledger)."""
+        if lc_warm and predicted["lc"] <= predicted["op"]:
+            first, why = "lc", (f"the strong model holds this document: lc answers the question alone "
+                                f"({predicted['lc']:.1f}s, op {predicted['op']:.1f}s)")
+        elif spent >= predicted["lc"]:
+            first, why = "lc", (f"questions about this document have cost {spent:.0f}s so far, more than reading it "
+                                f"whole once ({predicted['lc']:.1f}s): reading it now makes later questions cheap")
         else:
-            why = (f"fb answers better where lc is not predicted at least twice as fast "
-                   f"({predicted['fb']:.1f}s vs lc {predicted['lc']:.1f}s)")
-        if best == "fb" and not lc_warm and spent >= predicted["lc"]:
-            best, why = "lc", (f"questions about this document have cost {spent:.0f}s so far, more than reading it "
-                               f"whole once ({predicted['lc']:.1f}s): reading it now makes later questions cheap")
-        if self.max_seconds is None or predicted[best] <= self.max_seconds:
-            return Plan(best, predicted, why)
-        other = "fb" if best == "lc" else "lc"
-        if predicted[other] <= self.max_seconds:
-            return Plan(other, predicted, f"{best} is predicted over the {self.max_seconds:g}s limit "
-                                          f"({predicted[best]:.1f}s); {other} fits ({predicted[other]:.1f}s)")
-        if predicted["op"] <= self.max_seconds:
-            return Plan("op", predicted, f"lc and fb are predicted over the {self.max_seconds:g}s limit "
-                                         f"(fastest {min(predicted['lc'], predicted['fb']):.1f}s); "
-                                         f"op fits ({predicted['op']:.1f}s)")
-        fastest = min(predicted, key=lambda m: predicted[m])
-        raise ConfigError(f"no method is predicted to answer within --max-seconds {self.max_seconds:g}; the "
-                          f"fastest, {fastest}, is predicted at {predicted[fastest]:.1f}s: raise --max-seconds or "
-                          "lower --budget")
+            first, why = "op", (f"op is the cheapest method not worse on the measured documents "
+                                f"({predicted['op']:.1f}s; fb {predicted['fb']:.1f}s, lc {predicted['lc']:.1f}s)")
+        if self.max_seconds is not None and predicted[first] > self.max_seconds:
+            if predicted["op"] <= self.max_seconds:
+                first, why = "op", (f"{first} is predicted over the {self.max_seconds:g}s limit "
+                                    f"({predicted[first]:.1f}s); op fits ({predicted['op']:.1f}s)")
+            else:
+                fastest = min(predicted, key=lambda m: predicted[m])
+                raise ConfigError(f"no method is predicted to answer within --max-seconds {self.max_seconds:g}; "
+                                  f"the fastest, {fastest}, is predicted at {predicted[fastest]:.1f}s: raise "
+                                  "--max-seconds or lower --budget")
+        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer]
+        ladder = tuple(r for r in rungs if r != first)
+        return Plan(first, predicted, why, ladder)
+
+    def _climb(self, plan: Plan, confidence: float | None, method: str, elapsed: float) -> str | None:
+        """Why the climb stops before the next rung (None: climb)."""
+        threshold = ESCALATE_BELOW[self.prefer]
+        if threshold is None:
+            return f"prefer={self.prefer} never climbs"
+        if confidence is None:
+            return "the answer has no confidence to judge it by"
+        if confidence >= threshold:
+            return f"confidence {confidence:.2f} reaches {threshold:.2f}"
+        if not current_calibration().earned(method):
+            return f"the calibration has not shown {method}'s confidence to tell right from wrong"
+        nxt = plan.ladder[0]
+        if self.max_seconds is not None and elapsed + plan.predicted_seconds[nxt] > self.max_seconds:
+            return (f"{nxt} is predicted at {plan.predicted_seconds[nxt]:.1f}s, past the {self.max_seconds:g}s limit "
+                    f"after {elapsed:.1f}s")
+        return None
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         started = time.perf_counter()
         plan = self.plan(question, context, choices=choices)
         choose = StageTrace(name="choose", seconds=time.perf_counter() - started,
                             detail={"chose": plan.method, "predicted_seconds": plan.predicted_seconds,
-                                    "why": plan.why})
-        p = self.candidates[plan.method].run(question, context, choices=choices)
+                                    "why": plan.why, "prefer": self.prefer, "ladder": list(plan.ladder)})
+        stages, rungs, best, chosen = [choose], [], None, plan.method
+        todo, stopped = [plan.method, *plan.ladder], "no rung left"
+        while todo:
+            name = todo.pop(0)
+            began = time.perf_counter()
+            p = self.candidates[name].run(question, context, choices=choices)
+            stages += [replace(s, detail={**s.detail, "rung": name}) for s in p.trace.stages]
+            rungs.append({"method": name, "answer": p.answer, "confidence": p.confidence,
+                          "seconds": round(time.perf_counter() - began, 3)})
+            if best is None or (p.confidence or 0.0) > (best.confidence or 0.0):
+                best, chosen = p, name
+            if todo:
+                why = self._climb(replace(plan, ladder=tuple(todo)), p.confidence, name,
+                                  time.perf_counter() - started)
+                if why is not None:
+                    stopped = why
+                    break
         LEDGER.add(context, time.perf_counter() - started)
-        return replace(p, method=f"auto:{plan.method}", trace=Trace([choose, *p.trace.stages]))
+        stages.append(StageTrace(name="escalate", n_in=len(rungs), n_out=1,
+                                 detail={"rungs": rungs, "answered_by": chosen, "stopped": stopped}))
+        return replace(best, method=f"auto:{chosen}", trace=Trace(stages))

@@ -9,6 +9,7 @@ from statistics import median
 
 import numpy as np
 
+from ragfunnel.confidence import assess
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, prompt_prefix, task_kind
@@ -107,11 +108,16 @@ def check_fits(llm: LLM, *, budget: int, task: str, question: str, max_tokens: i
 
 @dataclass(frozen=True)
 class Generation:
-    """One answered prompt and the stage record it produced."""
+    """One answered prompt and the stage record it produced; ``llm``, ``prompt``, ``task`` and ``question``
+    let the answer be assessed (:func:`ragfunnel.confidence.assess`)."""
 
     answer: str
     completion: Completion
     stage: StageTrace
+    llm: LLM | None = None
+    prompt: str = ""
+    task: str = ""
+    question: str = ""
 
 
 def timed_call(
@@ -180,13 +186,18 @@ def generate_answer(
         log.warning("%s returned an empty answer", llm.name)
     trace.n_in = len(chunks)
     trace.detail.update(detail or {})
-    return Generation(answer, completion, trace)
+    return Generation(answer, completion, trace, llm=llm, prompt=prompt, task=task, question=question)
 
 
 def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stages: list[StageTrace],
-                  **kwargs) -> Prediction:
-    return Prediction(answer=gen.answer, method=method, chunks_used=chunks, trace=Trace(stages),
-                      raw_output=gen.completion.text, **kwargs)
+                  *, light_answer: str | None = None, **kwargs) -> Prediction:
+    """The method's prediction, with its confidence when ``gen`` says what it answered (task and question).
+    ``light_answer``: the light model's answer over the same context, when one was written."""
+    p = Prediction(answer=gen.answer, method=method, chunks_used=chunks, trace=Trace(stages),
+                   raw_output=gen.completion.text, completion=gen.completion, prompt=gen.prompt, **kwargs)
+    if not gen.task:
+        return p
+    return assess(p, llm=gen.llm, task=gen.task, question=gen.question, light_answer=light_answer)
 
 
 @dataclass(frozen=True)

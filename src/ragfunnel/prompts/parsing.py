@@ -13,7 +13,7 @@ def option_letters(choices: list[str]) -> list[str]:
 
 # Markdown emphasis around the labels ("**Answer:**", "**Answer**:") is common in small models' replies.
 _ANSWER = re.compile(r"\**\banswer\**\s*:\**", re.IGNORECASE)
-_RATIONALE = re.compile(r"^\s*\**\s*rationale\s*\**\s*:\s*\**\s*", re.IGNORECASE)
+_RATIONALE = re.compile(r"^\s*\**\s*(?:the\s+)?rationale\s*(?:is)?\s*\**\s*:\s*\**\s*", re.IGNORECASE)
 _LEAD = re.compile(r"^\s*\**\s*(final\s+)?answer\s*\**\s*:\s*\**\s*", re.IGNORECASE)
 
 
@@ -30,7 +30,10 @@ def parse_sample(text: str) -> Sample:
         rationale, answer = text[: cut.start()], clean_answer(text[cut.end() :])
     else:
         rationale, answer = text, ""
-    return Sample(text=text, rationale=_RATIONALE.sub("", rationale).strip(), answer=answer)
+    previous = None
+    while previous != rationale:  # "Rationale: The rationale is: ..." carries the label twice
+        previous, rationale = rationale, _RATIONALE.sub("", rationale)
+    return Sample(text=text, rationale=rationale.strip(), answer=answer)
 
 
 def clean_answer(text: str, *, first_line: bool = True) -> str:

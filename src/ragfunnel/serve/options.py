@@ -75,10 +75,14 @@ class FBOptions(DraftingOptions):
     top_p: float = Field(_default("fb", "top_p"), gt=0, le=1)
     top_k: int = Field(_default("fb", "top_k"), ge=0, le=100_000)
     sample_max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS)
+    agreement_weighted: bool = Field(_default("fb", "agreement_weighted"), description=(
+        "Scale the drafts' weight by how far their answers agree."))
 
 
 class AutoOptions(DraftingOptions):
     max_seconds: float | None = Field(None, gt=0, le=1e6, description="Rule out methods predicted slower.")
+    prefer: Literal["speed", "balanced", "quality"] = Field(_default("auto", "prefer"), description=(
+        "How far auto climbs past OP-RAG while the answer is unsure."))
 
 
 class FunnelOptions(ClientOptions):

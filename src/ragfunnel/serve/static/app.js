@@ -95,10 +95,34 @@ async function ask(body, onToken) {
   return result;
 }
 
+// The answer's calibrated confidence as a bar, the signals it came from, and auto's rungs.
+function showConfidence(result) {
+  const box = $("confidence");
+  box.hidden = result.confidence === null || result.confidence === undefined;
+  if (box.hidden) return;
+  const c = result.confidence;
+  const bar = $("confidence-bar");
+  bar.style.width = `${Math.round(100 * c)}%`;
+  bar.className = c < 0.4 ? "low" : c < 0.7 ? "mid" : "high";
+  $("confidence-value").textContent = c.toFixed(2);
+  $("signals").textContent = Object.entries(result.signals || {}).map(([k, v]) => `${k} ${v}`).join(" · ");
+  const climb = result.trace.stages.find((s) => s.name === "escalate");
+  $("rungs").replaceChildren(...(climb ? [
+    ...climb.detail.rungs.map((r) => {
+      const li = document.createElement("li");
+      li.textContent = `${r.method}: ${r.answer} (confidence ${r.confidence === null ? "–" : r.confidence.toFixed(2)}, `
+        + `${r.seconds.toFixed(1)} s)` + (r.method === climb.detail.answered_by ? " ← kept" : "");
+      return li;
+    }),
+    text(`stopped: ${climb.detail.stopped}`),
+  ] : []));
+}
+
 function show(result) {
   $("result").hidden = false;
   $("answer").textContent = result.answer;
   $("answered-by").textContent = `${result.method} · ${result.trace.seconds.toFixed(1)} s · ${result.trace.input_tokens} input tokens`;
+  showConfidence(result);
   const longest = Math.max(...result.trace.stages.map((s) => s.seconds), 0.001);
   $("timeline").replaceChildren(...result.trace.stages.map((s) => {
     const row = document.createElement("div");

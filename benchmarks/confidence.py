@@ -1,0 +1,217 @@
+"""Does confidence tell right answers from wrong ones, and does ``auto`` spend well by it?
+
+Collects eval rows (answers, every confidence signal, seconds) for OP-RAG, FB-RAG and LC with the
+bundled models on shared data, then fits the calibration on one half of the questions and reports on
+the other half (split by a hash of the question id, so the halves hold different documents):
+
+- each signal's AUROC alone, per method (right = token F1 >= 0.5, LongBench's own score >= 0.5);
+- the calibrated confidence's AUROC and ECE, and the quality of the 50% most confident answers;
+- ``auto`` replayed from the rows at each ``prefer`` (its rungs are these methods on these questions,
+  so the replay is exact up to timing noise) against the best single method, and its seconds against OP's;
+- FB-RAG against OP-RAG, paired; what computing the confidence cost, as a share of the answer's time.
+
+Settings (each a resumable run directory under ``--out``; rows are written as they finish):
+
+``hotpotqa``, ``musique``   train questions hidden among their corpus' passages until the context
+                            holds ``--context-words`` words (multi-hop, task ``multihop``)
+``longbench``               LongBench dev documents (qasper, multifieldqa_en, narrativeqa), their own
+                            prompts and LongBench's scoring; LC only on documents of at most 6,000 words
+
+    .venv/bin/python benchmarks/confidence.py --examples 40 --methods op --out benchmarks/results/confidence
+    .venv/bin/python benchmarks/confidence.py --analyse-only --ship --out benchmarks/results/confidence
+
+``--ship`` writes the calibration fitted on the fit half into the package (src/ragfunnel/confidence/
+calibration.json), with its held-out statistics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import platform
+import statistics
+from datetime import date
+from pathlib import Path
+
+from ragfunnel.confidence.calibration import SHIPPED, fit_calibration
+from ragfunnel.confidence.measures import auroc, coverage_curve, expected_calibration_error, is_right
+from ragfunnel.corpus import load_corpus
+from ragfunnel.eval.datasets import load_dataset
+from ragfunnel.eval.long_context import lengthen
+from ragfunnel.eval.runner import EvalRow, load_eval, run_eval
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.llm.registry import model_identity
+from ragfunnel.methods import make_method, options_of
+from ragfunnel.methods.auto import ESCALATE_BELOW
+from ragfunnel.text.chunking import count_words
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+MULTIHOP = {
+    "hotpotqa": (SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json",
+                 SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train_corpus.json"),
+    "musique": (SHARED / "musique_train_hipporag" / "musique_train.json",
+                SHARED / "musique_train_hipporag" / "musique_train_corpus.json"),
+}
+LONGBENCH = [SHARED / "longbench_minilongbench_dev" / f for f in ("qasper.jsonl", "multifieldqa_en.jsonl",
+                                                                 "narrativeqa.jsonl")]
+OPTIONS = {"chunk_words": 300, "budget": 1500, "stage1_budget": 3000, "samples": 5}
+LC_MAX_WORDS = 6000  # LC over a longer document takes minutes per question on two cores
+METHODS = ("op", "fb", "lc")
+
+
+def held_out(example_id: str) -> bool:
+    """The report half: a fixed hash of the id, so every method's row of a question is on the same side."""
+    return hashlib.sha256(example_id.encode()).digest()[0] % 2 == 1
+
+
+def _methods(names: list[str], task: str) -> dict:
+    return {m: make_method(m, task=task, **{k: v for k, v in OPTIONS.items() if k in options_of(m)}) for m in names}
+
+
+def collect(out: Path, *, settings: list[str], methods: list[str], n: int, context_words: int) -> None:
+    """Run the methods on the first ``n`` questions of each setting, skipping rows already written."""
+    for name in settings:
+        if name in MULTIHOP:
+            questions, corpus = MULTIHOP[name]
+            pool = load_corpus(corpus)
+            examples = [lengthen(e, pool, target_words=context_words)
+                        for e in load_dataset(questions, limit=n).examples]
+            runs = [(out / name, examples, "multihop", "ragfunnel",
+                     {"dataset": str(questions), "corpus": str(corpus), "context_words": context_words})]
+        else:
+            runs = []
+            for path in LONGBENCH:
+                examples = load_dataset(path, format="longbench", limit=n).examples
+                runs.append((out / f"longbench-{path.stem}", examples, examples[0].task, "longbench",
+                             {"dataset": str(path)}))
+        for run_dir, examples, task, profile, config in runs:
+            config = config | {"options": OPTIONS, "task": task,
+                               "models": {s: model_identity(s) for s in (DEFAULT_LIGHT, DEFAULT_STRONG)}}
+            short = [e for e in examples if count_words(e.context or "") <= LC_MAX_WORDS]
+            for method in methods:  # one method at a time: a stop leaves each method's rows complete so far
+                chosen = examples if method != "lc" else short
+                if chosen:
+                    run_eval(chosen, _methods([method], task), run_dir.with_name(f"{run_dir.name}-{method}"),
+                             config=config | {"method": method}, metric_profile=profile)
+
+
+def load_rows(out: Path) -> list[tuple[str, EvalRow]]:
+    """(setting, row) for every finished row with a verdict under ``out``."""
+    rows = []
+    for rows_file in sorted(out.glob("*/rows.jsonl")):
+        for row in load_eval(rows_file.parent).rows:
+            if row.error is None and is_right(row.metrics) is not None:
+                rows.append((rows_file.parent.name.rsplit("-", 1)[0], row))
+    return rows
+
+
+def quality(row: EvalRow) -> float:
+    metrics = row.metrics
+    return float(metrics.get("f1", metrics.get("longbench", metrics.get("accuracy", 0.0))))
+
+
+def signal_aurocs(rows: list[EvalRow]) -> dict[str, dict[str, float]]:
+    """Each signal's AUROC alone (right vs wrong) over the rows that have it; below 0.5 means higher is worse."""
+    out = {}
+    names = sorted({k for r in rows for k in r.signals})
+    for name in names:
+        have = [r for r in rows if name in r.signals]
+        labels = [bool(is_right(r.metrics)) for r in have]
+        if len(set(labels)) == 2:
+            out[name] = {"auroc": round(auroc([r.signals[name] for r in have], labels), 3), "n": len(have)}
+    return out
+
+
+def replay_auto(by_question: dict[str, dict[str, EvalRow]], confidence, prefer: str) -> dict[str, float]:
+    """``auto`` at ``prefer`` replayed from each question's rows: OP first, the next rung while the confidence
+    is under the threshold, the most confident answer kept; seconds add up over the rungs run."""
+    ladder = {"speed": ["op"], "balanced": ["op", "fb"], "quality": ["op", "fb", "lc"]}[prefer]
+    threshold = ESCALATE_BELOW[prefer]
+    scores, seconds, climbed = [], [], 0
+    for rows in by_question.values():
+        ran, best = [], None
+        for method in ladder:
+            if method not in rows:
+                continue
+            row = rows[method]
+            ran.append(row)
+            c = confidence(row)
+            if best is None or c > confidence(best):
+                best = row
+            if threshold is None or c >= threshold:
+                break
+        climbed += len(ran) > 1
+        scores.append(quality(best))
+        seconds.append(sum(r.seconds for r in ran))
+    return {"quality": round(100 * statistics.mean(scores), 1), "mean_seconds": round(statistics.mean(seconds), 2),
+            "climbed": climbed, "n": len(scores)}
+
+
+def analyse(out: Path, *, ship: bool) -> dict:
+    rows = load_rows(out)
+    fit = [(s, r) for s, r in rows if not held_out(r.example_id)]
+    report = [(s, r) for s, r in rows if held_out(r.example_id)]
+    calibration = fit_calibration([(r.method, r.signals, is_right(r.metrics)) for _, r in fit],
+                                  fingerprints={}, fitted_on=f"benchmarks/confidence.py fit half: {len(fit)} rows")
+    result: dict = {"date": str(date.today()), "machine": platform.machine(), "rows": len(rows),
+                    "fit_rows": len(fit), "report_rows": len(report), "methods": {}}
+    for method in METHODS:
+        mine = [r for _, r in report if r.method == method]
+        if len({bool(is_right(r.metrics)) for r in mine}) < 2:
+            continue
+        labels = [bool(is_right(r.metrics)) for r in mine]
+        conf = [calibration.confidence(method, r.signals) for r in mine]
+        curve = coverage_curve(conf, [quality(r) for r in mine])
+        half = curve[math.ceil(len(curve) / 2) - 1][1]
+        spent = [sum(s["seconds"] for s in r.trace["stages"] if s["name"] == "confidence") / r.seconds
+                 for r in mine if r.seconds > 0]
+        result["methods"][method] = {
+            "n": len(mine), "right": sum(labels), "quality": round(100 * statistics.mean(quality(r) for r in mine), 1),
+            "auroc": round(auroc(conf, labels), 3), "ece": round(expected_calibration_error(conf, labels), 3),
+            "quality_top_half": round(100 * half, 1), "quality_all": round(100 * curve[-1][1], 1),
+            "confidence_cost_share": round(statistics.median(spent), 4) if spent else None,
+            "signals": signal_aurocs(mine),
+            "median_seconds": round(statistics.median(r.seconds for r in mine), 2),
+        }
+    questions: dict[str, dict[str, EvalRow]] = {}
+    for setting, r in report:
+        questions.setdefault(f"{setting}/{r.example_id}", {})[r.method] = r
+    both = {q: rows for q, rows in questions.items() if "op" in rows and "fb" in rows}
+    if both:
+        diffs = [quality(rows["fb"]) - quality(rows["op"]) for rows in both.values()]
+        result["fb_vs_op"] = {"n": len(diffs), "wins": sum(d > 0 for d in diffs), "losses": sum(d < 0 for d in diffs),
+                              "mean_difference": round(100 * statistics.mean(diffs), 1)}
+        conf_of = lambda row: calibration.confidence(row.method, row.signals)  # noqa: E731
+        result["auto"] = {prefer: replay_auto(both, conf_of, prefer) for prefer in ESCALATE_BELOW}
+        result["single"] = {m: round(100 * statistics.mean(quality(rows[m]) for rows in both.values()), 1)
+                            for m in ("op", "fb")}
+        result["op_mean_seconds"] = round(statistics.mean(rows["op"].seconds for rows in both.values()), 2)
+    if ship:
+        calibration.save(SHIPPED)
+    (out / "confidence.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", type=int, default=50, help="questions per setting (first N of each file)")
+    parser.add_argument("--settings", default="hotpotqa,musique,longbench", help="comma-separated settings")
+    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated, of " + ", ".join(METHODS))
+    parser.add_argument("--context-words", type=int, default=2000, help="words per multi-hop context")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/confidence"))
+    parser.add_argument("--analyse-only", action="store_true", help="only analyse the rows already written")
+    parser.add_argument("--ship", action="store_true", help="write the fitted calibration into the package")
+    args = parser.parse_args()
+    if not SHARED.exists():
+        parser.error(f"shared data not found at {SHARED}")
+    if not args.analyse_only:
+        collect(args.out, settings=[s.strip() for s in args.settings.split(",") if s.strip()],
+                methods=[m.strip() for m in args.methods.split(",") if m.strip()], n=args.examples,
+                context_words=args.context_words)
+    print(json.dumps(analyse(args.out, ship=args.ship), indent=2))
+
+
+if __name__ == "__main__":
+    main()

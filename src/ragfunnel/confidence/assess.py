@@ -1,0 +1,111 @@
+"""Give a prediction its confidence: read the signals, ask the answering model's judgement, calibrate."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
+from pathlib import Path
+
+from ragfunnel.confidence.calibration import CalibrationFile, load_calibration
+from ragfunnel.confidence.signals import (
+    agreement,
+    draft_signals,
+    form_signals,
+    logprob_signals,
+    support_signals,
+)
+from ragfunnel.llm.base import LLM, SamplingParams
+from ragfunnel.prompts import task_kind
+from ragfunnel.types import Completion, Prediction, StageTrace, Trace
+
+log = logging.getLogger(__name__)
+
+# Asked of the answering model one turn after its answer; its P("Yes") is the ``judge_yes`` signal.
+JUDGE_CHECK = ("Read the text and the question once more. Is the answer you just gave correct? "
+               "Reply with one word: Yes or No.")
+
+_calibration: ContextVar[CalibrationFile | None] = ContextVar("calibration", default=None)
+_loaded: dict[str, CalibrationFile] = {}
+
+
+@contextmanager
+def using_calibration(path: str | Path | None) -> Iterator[None]:
+    """Calibrate the answers given inside the block with the file at ``path`` (None: the default, which
+    is ``RAGFUNNEL_CALIBRATION`` or the file shipped in the package)."""
+    token = _calibration.set(None if path is None else load_calibration(path))
+    try:
+        yield
+    finally:
+        _calibration.reset(token)
+
+
+def current_calibration() -> CalibrationFile:
+    chosen = _calibration.get()
+    if chosen is not None:
+        return chosen
+    import os
+
+    key = os.environ.get("RAGFUNNEL_CALIBRATION", "")
+    if key not in _loaded:
+        _loaded[key] = load_calibration()
+    return _loaded[key]
+
+
+def judge(llm: LLM, prompt: str, answer: str) -> float | None:
+    """``llm``'s P("Yes") that ``answer`` to ``prompt`` is right, through the call cache when it has one
+    (a cached answer leaves the model without the prompt's state, so the judgement is kept too)."""
+    ask = getattr(llm, "yes_probability", None)
+    if ask is None:
+        return None
+    cache = getattr(llm, "call_cache", None)
+    key = json.dumps(["yes_probability", JUDGE_CHECK, prompt, answer], ensure_ascii=False)
+    params = SamplingParams(max_tokens=1)
+    if cache is not None:
+        hit = cache.get(llm.fingerprint, key, params, 1)
+        if hit is not None:
+            try:
+                return float(hit[0].text)
+            except ValueError:
+                pass
+    started = time.perf_counter()
+    p = ask(prompt, answer, JUDGE_CHECK)
+    if p is not None and math.isfinite(p) and cache is not None:
+        cache.put(llm.fingerprint, key, params, 1, [Completion(repr(float(p)), 0, 1, time.perf_counter() - started)],
+                  name=llm.name)
+    return p
+
+
+def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
+           light_answer: str | None = None, ask_judge: bool = True) -> Prediction:
+    """``prediction`` with its signals, its confidence (None for summaries, and where no calibration
+    covers it) and a ``confidence`` stage in its trace that records what that cost."""
+    answer = prediction.answer
+    if task_kind(task) == "summary" or not answer.strip():
+        return prediction
+    started = time.perf_counter()
+    completion = prediction.completion
+    signals = logprob_signals(completion.logprobs if completion is not None else ())
+    if task_kind(task) != "choice":
+        signals |= support_signals(answer, [sc.chunk.text for sc in prediction.chunks_used])
+    signals |= draft_signals(prediction.samples, answer)
+    signals |= form_signals(question, answer)
+    if light_answer is not None:
+        signals["light_agreement"] = agreement(answer, light_answer)
+    if ask_judge and llm is not None and prediction.prompt and completion is not None:
+        p = judge(llm, prediction.prompt, completion.text)
+        if p is not None:
+            signals["judge_yes"] = p
+    calibration = current_calibration()
+    confidence = calibration.confidence(prediction.method, signals)
+    stage = StageTrace(name="confidence", seconds=time.perf_counter() - started, n_in=len(signals), n_out=1,
+                       detail={"confidence": None if confidence is None else round(confidence, 4),
+                               "signals": {k: round(v, 4) for k, v in signals.items()},
+                               "calibration": calibration.fitted_on or "none"})
+    return replace(prediction, confidence=confidence, signals=signals,
+                   trace=Trace([*prediction.trace.stages, stage]))
