@@ -70,31 +70,38 @@ def _methods(names: list[str], task: str) -> dict:
     return {m: make_method(m, task=task, **{k: v for k, v in OPTIONS.items() if k in options_of(m)}) for m in names}
 
 
-def collect(out: Path, *, settings: list[str], methods: list[str], n: int, context_words: int) -> None:
-    """Run the methods on the first ``n`` questions of each setting, skipping rows already written."""
+def _runs(settings: list[str], n: int, context_words: int) -> list[tuple[str, list, str, str, dict]]:
+    """(run name, examples, task, metric profile, config) for each setting's dataset file."""
+    runs = []
     for name in settings:
         if name in MULTIHOP:
             questions, corpus = MULTIHOP[name]
             pool = load_corpus(corpus)
             examples = [lengthen(e, pool, target_words=context_words)
                         for e in load_dataset(questions, limit=n).examples]
-            runs = [(out / name, examples, "multihop", "ragfunnel",
-                     {"dataset": str(questions), "corpus": str(corpus), "context_words": context_words})]
-        else:
-            runs = []
+            runs.append((name, examples, "multihop", "ragfunnel",
+                         {"dataset": str(questions), "corpus": str(corpus), "context_words": context_words}))
+        elif name == "longbench":
             for path in LONGBENCH:
                 examples = load_dataset(path, format="longbench", limit=n).examples
-                runs.append((out / f"longbench-{path.stem}", examples, examples[0].task, "longbench",
+                runs.append((f"longbench-{path.stem}", examples, examples[0].task, "longbench",
                              {"dataset": str(path)}))
-        for run_dir, examples, task, profile, config in runs:
-            config = config | {"options": OPTIONS, "task": task,
-                               "models": {s: model_identity(s) for s in (DEFAULT_LIGHT, DEFAULT_STRONG)}}
-            short = [e for e in examples if count_words(e.context or "") <= LC_MAX_WORDS]
-            for method in methods:  # one method at a time: a stop leaves each method's rows complete so far
-                chosen = examples if method != "lc" else short
-                if chosen:
-                    run_eval(chosen, _methods([method], task), run_dir.with_name(f"{run_dir.name}-{method}"),
-                             config=config | {"method": method}, metric_profile=profile)
+        else:
+            raise SystemExit(f"unknown setting {name!r}; valid: {', '.join([*MULTIHOP, 'longbench'])}")
+    return runs
+
+
+def collect(out: Path, *, settings: list[str], methods: list[str], n: int, context_words: int) -> None:
+    """Run each method on the first ``n`` questions of every setting, skipping rows already written; one
+    method at a time over every setting, so a stop leaves the cheaper methods' rows complete."""
+    runs = _runs(settings, n, context_words)
+    models = {s: model_identity(s) for s in (DEFAULT_LIGHT, DEFAULT_STRONG)}
+    for method in methods:
+        for name, examples, task, profile, config in runs:
+            chosen = [e for e in examples if method != "lc" or count_words(e.context or "") <= LC_MAX_WORDS]
+            if chosen:
+                run_eval(chosen, _methods([method], task), out / f"{name}-{method}", metric_profile=profile,
+                         config=config | {"options": OPTIONS, "task": task, "models": models, "method": method})
 
 
 def load_rows(out: Path) -> list[tuple[str, EvalRow]]:
@@ -124,11 +131,13 @@ def signal_aurocs(rows: list[EvalRow]) -> dict[str, dict[str, float]]:
     return out
 
 
-def replay_auto(by_question: dict[str, dict[str, EvalRow]], confidence, prefer: str) -> dict[str, float]:
+def replay_auto(by_question: dict[str, dict[str, EvalRow]], confidence, prefer: str,
+                threshold: float | None = None) -> dict[str, float]:
     """``auto`` at ``prefer`` replayed from each question's rows: OP first, the next rung while the confidence
-    is under the threshold, the most confident answer kept; seconds add up over the rungs run."""
+    is under the threshold (``ESCALATE_BELOW[prefer]`` unless given), the most confident answer kept;
+    seconds add up over the rungs run."""
     ladder = {"speed": ["op"], "balanced": ["op", "fb"], "quality": ["op", "fb", "lc"]}[prefer]
-    threshold = ESCALATE_BELOW[prefer]
+    threshold = ESCALATE_BELOW[prefer] if threshold is None else threshold
     scores, seconds, climbed = [], [], 0
     for rows in by_question.values():
         ran, best = [], None
@@ -147,6 +156,14 @@ def replay_auto(by_question: dict[str, dict[str, EvalRow]], confidence, prefer: 
         seconds.append(sum(r.seconds for r in ran))
     return {"quality": round(100 * statistics.mean(scores), 1), "mean_seconds": round(statistics.mean(seconds), 2),
             "climbed": climbed, "n": len(scores)}
+
+
+def _paired(rows: list[tuple[str, EvalRow]]) -> dict[str, dict[str, EvalRow]]:
+    """Each question's rows by method, for the questions both OP-RAG and FB-RAG answered."""
+    questions: dict[str, dict[str, EvalRow]] = {}
+    for setting, r in rows:
+        questions.setdefault(f"{setting}/{r.example_id}", {})[r.method] = r
+    return {q: by_method for q, by_method in questions.items() if "op" in by_method and "fb" in by_method}
 
 
 def analyse(out: Path, *, ship: bool) -> dict:
@@ -175,15 +192,17 @@ def analyse(out: Path, *, ship: bool) -> dict:
             "signals": signal_aurocs(mine),
             "median_seconds": round(statistics.median(r.seconds for r in mine), 2),
         }
-    questions: dict[str, dict[str, EvalRow]] = {}
-    for setting, r in report:
-        questions.setdefault(f"{setting}/{r.example_id}", {})[r.method] = r
-    both = {q: rows for q, rows in questions.items() if "op" in rows and "fb" in rows}
+    conf_of = lambda row: calibration.confidence(row.method, row.signals)  # noqa: E731
+    # Thresholds are chosen on the fit half (confidence in-sample there) and only reported on the other.
+    fit_both = _paired(fit)
+    if fit_both:
+        result["fit_half_balanced_by_threshold"] = {str(t): replay_auto(fit_both, conf_of, "balanced", t)
+                                                    for t in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)}
+    both = _paired(report)
     if both:
         diffs = [quality(rows["fb"]) - quality(rows["op"]) for rows in both.values()]
         result["fb_vs_op"] = {"n": len(diffs), "wins": sum(d > 0 for d in diffs), "losses": sum(d < 0 for d in diffs),
                               "mean_difference": round(100 * statistics.mean(diffs), 1)}
-        conf_of = lambda row: calibration.confidence(row.method, row.signals)  # noqa: E731
         result["auto"] = {prefer: replay_auto(both, conf_of, prefer) for prefer in ESCALATE_BELOW}
         result["single"] = {m: round(100 * statistics.mean(quality(rows[m]) for rows in both.values()), 1)
                             for m in ("op", "fb")}

@@ -39,6 +39,9 @@ def test_support_counts_the_answers_words_in_what_was_read():
     half = support_signals("Charles Babbage Lovelace 1843", read)  # 2 of 4 words found, whole answer nowhere
     assert half["support"] == 0.5 and half["support_chunks"] == 0.0
     assert support_signals("the", read) == {}  # nothing left after normalising (articles drop)
+    scored = support_signals("Ada Lovelace", [*read, "Ada Lovelace again"], [2.0, 4.0, 1.0])
+    assert scored["support_score"] == 0.5  # the best chunk holding it scored 2 of the best 4
+    assert support_signals("Babbage", read, [2.0, 4.0])["support_score"] == 0.0
 
 
 def test_draft_signals_by_hand():
@@ -66,6 +69,12 @@ def test_form_signals_check_the_answers_kind(question, answer, match):
     s = form_signals(question, answer)
     assert s.get("type_match") == match
     assert s["answer_words"] == pytest.approx(math.log1p(len(answer.split())))
+
+
+def test_echo_is_the_share_of_the_answers_words_the_question_holds():
+    assert form_signals("Which city in Western Australia hosts the games?", "Perth, Western Australia")["echo"] == \
+        pytest.approx(2 / 3)
+    assert form_signals("Who wrote it?", "Ada")["echo"] == 0.0
 
 
 @pytest.mark.parametrize(("answer", "declined"), [("The text does not mention it.", 1.0), ("unanswerable", 1.0),

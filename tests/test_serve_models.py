@@ -61,7 +61,9 @@ def test_a_stored_document_is_answered_and_its_chunks_shown(server):
     body = r.json()
     assert body["answer"].strip() and len(body["samples"]) == 5
     assert 0 < sum(c["read"] for c in body["chunks"]) < len(body["chunks"])
-    assert [s["name"] for s in body["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate"]
+    assert [s["name"] for s in body["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate",
+                                                            "confidence"]
+    assert set(body["signals"]) >= {"answer_logprob_mean", "judge_yes", "draft_agreement"}
     listed = httpx.get(f"{url}/v1/documents", timeout=5).json()
     assert [d["id"] for d in listed] == [doc["id"]] and set(listed[0]["prefill"].values()) <= {"kept", "reading",
                                                                                                 "queued"}

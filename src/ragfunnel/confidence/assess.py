@@ -92,7 +92,8 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     completion = prediction.completion
     signals = logprob_signals(completion.logprobs if completion is not None else ())
     if task_kind(task) != "choice":
-        signals |= support_signals(answer, [sc.chunk.text for sc in prediction.chunks_used])
+        signals |= support_signals(answer, [sc.chunk.text for sc in prediction.chunks_used],
+                                   [sc.score for sc in prediction.chunks_used])
     signals |= draft_signals(prediction.samples, answer)
     signals |= form_signals(question, answer)
     if light_answer is not None:

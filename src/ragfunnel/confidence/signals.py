@@ -14,7 +14,8 @@ dict, never set to a made-up value; the calibrator treats it as its training mea
 - ``light_agreement``: token F1 between the light and the strong model's answers over the same context.
 - ``judge_yes``: the answering model's P("Yes") when asked whether its answer is right.
 - ``declined``: 1 when the answer says the text does not hold it; ``answer_words``: log(1 + its words);
-  ``type_match``: whether a yes/no, count or date question got that kind of answer.
+  ``type_match``: whether a yes/no, count or date question got that kind of answer; ``echo``: the share
+  of the answer's words the question already holds (an unsure model often repeats the question's names).
 """
 
 from __future__ import annotations
@@ -44,17 +45,22 @@ def logprob_signals(logprobs: Sequence[float]) -> dict[str, float]:
     return {"answer_logprob_mean": sum(logprobs) / len(logprobs), "answer_logprob_min": min(logprobs)}
 
 
-def support_signals(answer: str, read: Sequence[str]) -> dict[str, float]:
+def support_signals(answer: str, read: Sequence[str], scores: Sequence[float] | None = None) -> dict[str, float]:
     """How much of ``answer`` the texts the model read contain: the share of its (normalised) words found
-    in them, and log(1 + how many of them hold the whole answer)."""
+    in them, log(1 + how many of them hold the whole answer), and (given the texts' retrieval
+    ``scores``) ``support_score``: the best score among those that hold it, over the best score of all
+    (0 when none holds it) — an answer from the chunk retrieval trusted most, or from an also-ran."""
     words = normalize_answer(answer).split()
     if not words or not read:
         return {}
     texts = [f" {normalize_answer(t)} " for t in read]
     vocabulary = set().union(*(t.split() for t in texts))
     whole = f" {' '.join(words)} "
-    return {"support": sum(w in vocabulary for w in words) / len(words),
-            "support_chunks": math.log1p(sum(whole in t for t in texts))}
+    holding = [i for i, t in enumerate(texts) if whole in t]
+    out = {"support": sum(w in vocabulary for w in words) / len(words), "support_chunks": math.log1p(len(holding))}
+    if scores is not None and len(scores) == len(read) and max(scores) > 0:
+        out["support_score"] = max((scores[i] for i in holding), default=0.0) / max(scores)
+    return out
 
 
 def draft_signals(samples: Sequence[Sample], final: str) -> dict[str, float]:
@@ -80,7 +86,11 @@ def agreement(answer: str, other: str) -> float:
 def form_signals(question: str, answer: str) -> dict[str, float]:
     """What the answer's form says: whether it declines, its length, and whether its kind fits the question."""
     out = {"declined": float(bool(_DECLINED.search(answer))), "answer_words": math.log1p(len(answer.split()))}
-    first = normalize_answer(answer).split()[:1]
+    words = normalize_answer(answer).split()
+    if words:
+        asked = set(normalize_answer(question).split())
+        out["echo"] = sum(w in asked for w in words) / len(words)
+    first = words[:1]
     if _YES_NO_QUESTION.search(question) and " or " not in question.lower():
         out["type_match"] = float(first in (["yes"], ["no"]))
     elif _NUMBER_QUESTION.search(question):
