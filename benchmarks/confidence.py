@@ -41,7 +41,7 @@ from ragfunnel.corpus import load_corpus
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import EvalRow, load_eval, run_eval
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.registry import model_identity
 from ragfunnel.methods import make_method, options_of
 from ragfunnel.methods.auto import ESCALATE_BELOW
@@ -170,8 +170,10 @@ def analyse(out: Path, *, ship: bool) -> dict:
     rows = load_rows(out)
     fit = [(s, r) for s, r in rows if not held_out(r.example_id)]
     report = [(s, r) for s, r in rows if held_out(r.example_id)]
-    calibration = fit_calibration([(r.method, r.signals, is_right(r.metrics)) for _, r in fit],
-                                  fingerprints={}, fitted_on=f"benchmarks/confidence.py fit half: {len(fit)} rows")
+    weights = {role: resolve(spec).fingerprint for role, spec in (("strong", DEFAULT_STRONG), ("light", DEFAULT_LIGHT))}
+    calibration = fit_calibration([(r.method, r.signals, is_right(r.metrics)) for _, r in fit], fingerprints=weights,
+                                  fitted_on=f"benchmarks/confidence.py, fit half: {len(fit)} rows of the bundled "
+                                            f"models on HotpotQA, MuSiQue and LongBench dev ({date.today()})")
     result: dict = {"date": str(date.today()), "machine": platform.machine(), "rows": len(rows),
                     "fit_rows": len(fit), "report_rows": len(report), "methods": {}}
     for method in METHODS:

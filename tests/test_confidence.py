@@ -265,3 +265,44 @@ def test_a_draft_that_repeats_its_rationale_label_shows_the_rationale_alone():
 
     s = parse_sample("Rationale: The rationale is: the second passage names her.\nAnswer: Ada")
     assert s.rationale == "the second passage names her." and s.answer == "Ada"
+
+
+def test_a_calibration_fitted_on_other_weights_is_warned_about_once(tmp_path, caplog):
+    path = tmp_path / "cal.json"
+    fitted = _calibration({"support": 1.0})
+    from dataclasses import replace
+
+    replace(fitted, fingerprints={"strong": "c" * 64}).save(path)
+    llm = FakeLLM(lambda p, i: "word7", name="other", context_window=8192)
+    with using_calibration(path), caplog.at_level("WARNING"):
+        for _ in range(2):
+            make_method("op", strong=llm, budget=500, chunk_words=100).run("Which word?", WORDS)
+    warnings = [r.getMessage() for r in caplog.records if "strong" in r.getMessage()]
+    assert len(warnings) == 1 and "cccccccccccc" in warnings[0] and "FakeLLM:other" in warnings[0]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--abstain", "1.5"], "--abstain"),
+    (["--prefer", "fastest"], "--prefer"),
+])
+def test_abstain_and_prefer_out_of_range_are_usage_errors(tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from ragfunnel.cli.main import main
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text(WORDS)
+    result = CliRunner().invoke(main, ["ask", "Which word?", "--context", str(doc), *args])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_prefer_is_refused_by_methods_other_than_auto(tmp_path):
+    from click.testing import CliRunner
+
+    from ragfunnel.cli.main import main
+
+    doc = tmp_path / "doc.txt"
+    doc.write_text(WORDS)
+    result = CliRunner().invoke(main, ["ask", "Which word?", "--context", str(doc), "--method", "op",
+                                       "--prefer", "quality"])
+    assert result.exit_code == 1 and "does not take --prefer" in result.output

@@ -204,6 +204,11 @@ def drive_inspector(url: str, text: str, question: str, screenshot: Path, method
         read = browser.find_elements(By.CSS_SELECTOR, "#chunks .chunk.read")
         assert read and len(read) < len(browser.find_elements(By.CSS_SELECTOR, "#chunks .chunk"))
         assert browser.find_elements(By.CSS_SELECTOR, "#drafts li")
+        # the confidence bar (shown when a calibration covers the answer) and the signals it came from
+        box = browser.find_element(By.ID, "confidence")
+        if box.is_displayed():
+            shown = float(browser.find_element(By.ID, "confidence-value").text)
+            assert 0 <= shown <= 1 and "judge_yes" in browser.find_element(By.ID, "signals").text
         browser.save_screenshot(str(screenshot))
     finally:
         browser.quit()

@@ -115,8 +115,8 @@ def method_options(command: Callable) -> Callable:
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
               help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
 @click.option("--method", type=click.Choice(list(METHODS)),
-              help="auto: fb, or lc where predicted at least twice as fast on this machine (op under "
-                   "--max-seconds); "
+              help="auto: op first (lc for a document the model already holds), climbing to fb (and lc, "
+                   "--prefer quality) only while the answer's confidence is low; "
                    "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
                    "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "

@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 
-from ragfunnel.confidence.calibration import CalibrationFile, load_calibration
+from ragfunnel.confidence.calibration import CalibrationFile, check_fingerprints, load_calibration
 from ragfunnel.confidence.signals import (
     agreement,
     draft_signals,
@@ -32,6 +32,7 @@ JUDGE_CHECK = ("Read the text and the question once more. Is the answer you just
 
 _calibration: ContextVar[CalibrationFile | None] = ContextVar("calibration", default=None)
 _loaded: dict[str, CalibrationFile] = {}
+_checked: set[tuple[int, str]] = set()  # (calibration, answering model) pairs already compared
 
 
 @contextmanager
@@ -103,6 +104,9 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
         if p is not None:
             signals["judge_yes"] = p
     calibration = current_calibration()
+    if llm is not None and calibration.models and (id(calibration), llm.fingerprint) not in _checked:
+        _checked.add((id(calibration), llm.fingerprint))
+        check_fingerprints(calibration, {"strong": llm.fingerprint})  # one warning if fitted on other weights
     confidence = calibration.confidence(prediction.method, signals)
     stage = StageTrace(name="confidence", seconds=time.perf_counter() - started, n_in=len(signals), n_out=1,
                        detail={"confidence": None if confidence is None else round(confidence, 4),

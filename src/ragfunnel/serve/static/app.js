@@ -193,7 +193,8 @@ async function onCompare() {
     const tr = document.createElement("tr");
     try {
       const r = await api("/answer", { ...base, method });
-      for (const cell of [method, r.answer, r.trace.seconds.toFixed(1), r.trace.input_tokens,
+      for (const cell of [method, r.answer, r.confidence === null ? "–" : r.confidence.toFixed(2),
+        r.trace.seconds.toFixed(1), r.trace.input_tokens,
         r.chunks.filter((c) => c.read).map((c) => c.position).join(", ") || "all"]) {
         const td = document.createElement("td");
         td.textContent = cell;
