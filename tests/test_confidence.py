@@ -142,7 +142,7 @@ def test_fb_weighs_the_drafts_by_their_agreement():
     assert fb.forward_weights(agree) == (0.5, 0.5, 1.0)
     split = [Sample("", "r", "Paris"), Sample("", "r", "Lyon")]
     assert fb.forward_weights(split) == (0.0, 1.0, 0.0)  # contradicting drafts: the question's scores alone
-    assert fb.forward_weights([Sample("", "r", "")] * 2) == (0.0, 1.0, 0.0)  # no draft answered
+    assert fb.forward_weights([Sample("", "r", "")] * 2) == (0.5, 0.5, None)  # nothing to agree on: the paper's
     plain = make_method("fb", light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"),
                         agreement_weighted=False)
     assert plain.forward_weights(split) == (0.5, 0.5, None)

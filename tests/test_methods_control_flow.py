@@ -62,7 +62,7 @@ def test_fb_rag_forward_lookup_finds_a_chunk_the_question_does_not_name():
     assert [sc.chunk.position for sc in p.chunks_used] == [4]
     assert light.calls == [(light.calls[0][0], 3)]  # one prompt, K samples requested together
     assert len(p.samples) == 3 and p.samples[0].answer == "Martha Quill's diaries"
-    assert [s.name for s in p.trace.stages] == ["stage1_recall", "stage2_forward", "stage3_generate"]
+    assert [s.name for s in p.trace.stages] == ["stage1_recall", "stage2_forward", "stage3_generate", "confidence"]
     assert p.trace.stage("stage1_recall").n_out == 4  # 40-token recall budget, 10-word chunks
     op = make_method("op", strong=strong, budget=12, chunk_words=10).run(q, CONTEXT)
     assert [sc.chunk.position for sc in op.chunks_used] != [4]
@@ -108,7 +108,8 @@ def test_self_route_falls_back_to_long_context_on_unanswerable():
 def test_self_route_answers_from_retrieval_when_it_can():
     p = make_method("self-route", strong=FakeLLM(scripted()), budget=12, chunk_words=10).run(
         "Who was the first keeper?", CONTEXT)
-    assert p.trace.stages[-1].detail["route"] == "rag" and len(p.trace.stages) == 2
+    assert p.trace.stages[1].detail["route"] == "rag" and [s.name for s in p.trace.stages] == [
+        "retrieve", "generate_or_decline", "confidence"]
 
 
 def test_long_context_cuts_the_middle_with_a_warning(caplog):
@@ -152,7 +153,7 @@ def test_api_answer_mirrors_the_cli():
     d = p.to_dict()
     assert d["answer"] == "Martha Quill" and d["method"] == "op"
     assert {"position", "score", "text"} <= set(d["chunks_used"][0])
-    assert [s["name"] for s in d["trace"]["stages"]] == ["retrieve", "generate"]
+    assert [s["name"] for s in d["trace"]["stages"]] == ["retrieve", "generate", "confidence"]
 
 
 @pytest.mark.parametrize("method, options", [("lc", {}), ("op", {"budget": 25, "chunk_words": 10}),

@@ -60,7 +60,8 @@ def test_a_stored_document_is_answered_with_the_inspectors_view(client):
                                          "method": "fb", "options": {"budget": 400}})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert body["answer"] == "nine" and [s["name"] for s in body["trace"]["stages"]][-1] == "stage3_generate"
+    assert body["answer"] == "nine" and [s["name"] for s in body["trace"]["stages"]][-2:] == ["stage3_generate",
+                                                                                              "confidence"]
     chunks = body["chunks"]
     assert len(chunks) == 5 and [c["position"] for c in chunks if c["read"]] == [2]  # the ferry's chunk only
     best = max(chunks, key=lambda c: c["draft_score"])
@@ -110,7 +111,7 @@ def test_streaming_sends_stages_then_the_result(client):
     with client.stream("POST", "/v1/answer", json={"question": "When does the ferry leave?", "text": TEXT,
                                                    "method": "op", "options": {"budget": 400}, "stream": True}) as r:
         events = [line[len("event: "):] for line in r.iter_lines() if line.startswith("event: ")]
-    assert events == ["stage", "stage", "result"]
+    assert events == ["stage", "stage", "stage", "result"]  # retrieve, generate, confidence
 
 
 def test_a_failing_model_is_503_and_the_server_keeps_serving(client):

@@ -78,6 +78,8 @@ def options_strategy(method: str):
             return st.floats(low, high, allow_nan=False, exclude_min="exclusiveMinimum" in field)
         if field.get("type") == "null":
             return st.none()
+        if field.get("type") == "boolean":
+            return st.booleans()
         raise AssertionError(f"no strategy for {field}")
 
     properties = CLIENT_OPTIONS[method].model_json_schema()["properties"]

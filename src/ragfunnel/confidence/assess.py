@@ -21,11 +21,15 @@ from ragfunnel.confidence.signals import (
     support_signals,
 )
 from ragfunnel.llm.base import LLM, SamplingParams
-from ragfunnel.prompts import task_kind
+from ragfunnel.prompts import TASKS, chosen_option, clean_answer, task_kind
 from ragfunnel.types import Completion, Prediction, StageTrace, Trace
 
 log = logging.getLogger(__name__)
 
+# Answers sampled again from the answering model's prompt (temperature 1, top-p 0.9, top-k 50), decoded
+# together from the prompt it already holds: their agreement with the answer is ``sample_agreement``.
+CONSISTENCY_SAMPLES = 4
+CONSISTENCY_TOKENS = 32  # a short answer's limit; a longer one is compared on its first words
 # Asked of the answering model one turn after its answer; its P("Yes") is the ``judge_yes`` signal.
 JUDGE_CHECK = ("Read the text and the question once more. Is the answer you just gave correct? "
                "Reply with one word: Yes or No.")
@@ -82,8 +86,18 @@ def judge(llm: LLM, prompt: str, answer: str) -> float | None:
     return p
 
 
+def resampled(llm: LLM, prompt: str, *, task: str, choices: list[str] | None = None) -> list[str]:
+    """:data:`CONSISTENCY_SAMPLES` answers sampled from ``prompt``, cleaned as answers are (a choice's
+    option text where the reply names one)."""
+    max_tokens = min(TASKS[task].answer_tokens, CONSISTENCY_TOKENS)
+    outs = llm.generate([prompt], n=CONSISTENCY_SAMPLES, max_tokens=max_tokens, temperature=1.0, top_p=0.9,
+                        top_k=50, seed=1)[0]
+    answers = [clean_answer(c.text) for c in outs]
+    return [chosen_option(a, choices) or a for a in answers] if choices else answers
+
+
 def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
-           light_answer: str | None = None, ask_judge: bool = True) -> Prediction:
+           choices: list[str] | None = None, light_answer: str | None = None, ask_judge: bool = True) -> Prediction:
     """``prediction`` with its signals, its confidence (None for summaries, and where no calibration
     covers it) and a ``confidence`` stage in its trace that records what that cost."""
     answer = prediction.answer
@@ -99,6 +113,9 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     signals |= form_signals(question, answer)
     if light_answer is not None:
         signals["light_agreement"] = agreement(answer, light_answer)
+    if ask_judge and llm is not None and prediction.prompt and getattr(llm, "reuses_prompt", False):
+        again = resampled(llm, prediction.prompt, task=task, choices=choices)
+        signals["sample_agreement"] = sum(agreement(answer, a) for a in again) / len(again)
     if ask_judge and llm is not None and prediction.prompt and completion is not None:
         p = judge(llm, prediction.prompt, completion.text)
         if p is not None:

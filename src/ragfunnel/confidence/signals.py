@@ -12,6 +12,9 @@ dict, never set to a made-up value; the calibrator treats it as its training mea
 - ``draft_agreement``: how far the K drafts' answers agree with each other (mean pairwise token F1);
   ``draft_final_agreement``: with the final answer; ``drafts_answered``: the share that reached "Answer:".
 - ``light_agreement``: token F1 between the light and the strong model's answers over the same context.
+- ``sample_agreement``: mean token F1 between the answer and a few answers sampled again from the same
+  prompt (self-consistency; read in :func:`ragfunnel.confidence.assess`, decoded together from the
+  prompt the model already holds).
 - ``judge_yes``: the answering model's P("Yes") when asked whether its answer is right.
 - ``declined``: 1 when the answer says the text does not hold it; ``answer_words``: log(1 + its words);
   ``type_match``: whether a yes/no, count or date question got that kind of answer; ``echo``: the share

@@ -110,6 +110,9 @@ class BaseLLM:
     # Seconds a call may go on failing, retries and backoff included (None: only max_retries bounds it).
     deadline: float | None = None
     _TOKEN_CACHE_SIZE = 200_000
+    # Whether a call right after another with the same prompt reads only what is new (the backend keeps
+    # the prompt's state): a few extra samples of an answer then cost decoding alone.
+    reuses_prompt: bool = False
 
     def __init__(self) -> None:
         self._token_cache: dict[str, int] = {}

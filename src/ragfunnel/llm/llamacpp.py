@@ -119,6 +119,8 @@ class LlamaCppLLM(BaseLLM):
     states between processes (None: memory only).
     """
 
+    reuses_prompt = True
+
     def __init__(
         self,
         model_path: str | Path,

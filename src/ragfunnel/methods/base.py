@@ -118,6 +118,7 @@ class Generation:
     prompt: str = ""
     task: str = ""
     question: str = ""
+    choices: list[str] | None = None
 
 
 def timed_call(
@@ -186,7 +187,8 @@ def generate_answer(
         log.warning("%s returned an empty answer", llm.name)
     trace.n_in = len(chunks)
     trace.detail.update(detail or {})
-    return Generation(answer, completion, trace, llm=llm, prompt=prompt, task=task, question=question)
+    return Generation(answer, completion, trace, llm=llm, prompt=prompt, task=task, question=question,
+                      choices=choices)
 
 
 def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stages: list[StageTrace],
@@ -197,7 +199,8 @@ def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stage
                    raw_output=gen.completion.text, completion=gen.completion, prompt=gen.prompt, **kwargs)
     if not gen.task:
         return p
-    return assess(p, llm=gen.llm, task=gen.task, question=gen.question, light_answer=light_answer)
+    return assess(p, llm=gen.llm, task=gen.task, question=gen.question, choices=gen.choices,
+                  light_answer=light_answer)
 
 
 @dataclass(frozen=True)

@@ -151,12 +151,13 @@ class FBRAG:
         """η_F and η_B for these drafts, and the drafts' agreement (None when not weighed by it).
 
         With ``agreement_weighted``, η_F is scaled by how far the drafts' answers agree (mean pairwise
-        token F1) and the rest moves to η_B: drafts that contradict each other, or never reach an answer,
-        fall back toward the question's own scores; drafts that agree steer as the paper's do.
+        token F1) and the rest moves to η_B: drafts that contradict each other fall back toward the
+        question's own scores; drafts that agree steer as the paper's do. With fewer than two answers
+        there is nothing to agree on, and the drafts' text steers as in the paper.
         """
-        if not self.agreement_weighted or self.draft_variant != "rationale" or len(samples) < 2:
+        agree = draft_signals(samples, "").get("draft_agreement")
+        if not self.agreement_weighted or self.draft_variant != "rationale" or agree is None:
             return self.eta_forward, self.eta_backward, None
-        agree = draft_signals(samples, "").get("draft_agreement", 0.0)
         return self.eta_forward * agree, self.eta_backward + self.eta_forward * (1 - agree), round(agree, 4)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
