@@ -498,3 +498,15 @@ def test_calibrate_on_a_non_run_directory(tmp_path):
     result = CliRunner().invoke(calibrate, [str(tmp_path), "--out", str(tmp_path / "cal.json")])
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and "is not a run directory" in result.output
+
+
+def test_a_signal_fitted_against_its_known_direction_is_dropped():
+    rng = np.random.default_rng(7)
+    right = [bool(i % 2) for i in range(80)]
+    # support rises with being right, as it should; judge_yes falls with it here (noise in these rows)
+    signals = [{"support": float(r) + rng.normal(0, 0.5), "judge_yes": 1.0 - float(r) + rng.normal(0, 0.5)}
+               for r in right]
+    model = fit_logistic(signals, right)
+    assert model.features == ("support",) and model.weights[0] > 0
+    unknown = fit_logistic([{"support": s["support"], "made_up": s["judge_yes"]} for s in signals], right)
+    assert set(unknown.features) == {"made_up", "support"}  # no known direction: kept as fitted

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ragfunnel.confidence.measures import auroc, expected_calibration_error
+from ragfunnel.confidence.signals import EXPECTED_DIRECTION
 from ragfunnel.errors import ConfigError, InputError
 
 log = logging.getLogger(__name__)
@@ -264,7 +265,18 @@ def fit_logistic(signals: Sequence[Mapping[str, float]], right: Sequence[bool], 
     scales = np.array([x[known[:, j], j].std() for j in range(x.shape[1])])
     scales[scales < 1e-12] = 1.0  # a constant signal says nothing; its weight stays 0 under the penalty
     z = np.where(known, (x - means) / scales, 0.0)
-    weights, bias = _newton(z, y, l2)
+    # A signal whose fitted weight points against its known direction (a likelier answer less often
+    # right) is fitting noise in these rows: drop the worst such one and fit again.
+    kept = list(range(len(features)))
+    while True:
+        weights, bias = _newton(z[:, kept], y, l2)
+        wrong = [(weights[i] * EXPECTED_DIRECTION[features[j]], i) for i, j in enumerate(kept)
+                 if features[j] in EXPECTED_DIRECTION and weights[i] * EXPECTED_DIRECTION[features[j]] < 0]
+        if not wrong or len(kept) == 1:
+            break
+        kept.pop(min(wrong)[1])
+    features = [features[j] for j in kept]
+    means, scales = means[kept], scales[kept]
     return Calibrator(method=method, features=tuple(features), means=tuple(means.tolist()),
                       scales=tuple(scales.tolist()), weights=tuple(weights.tolist()), bias=bias)
 

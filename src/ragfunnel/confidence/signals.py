@@ -31,6 +31,15 @@ from itertools import combinations
 from ragfunnel.eval.metrics import normalize_answer, token_f1
 from ragfunnel.types import Sample
 
+# Which way each signal should move the chance that an answer is right (+1: higher is likelier right). The
+# calibrator keeps a signal only where its fitted weight agrees: on a few dozen rows a signal that points
+# the other way is fitting noise.
+EXPECTED_DIRECTION = {
+    "answer_logprob_mean": 1, "answer_logprob_min": 1, "support": 1, "support_chunks": 1, "support_score": 1,
+    "draft_agreement": 1, "draft_final_agreement": 1, "drafts_answered": 1, "light_agreement": 1,
+    "sample_agreement": 1, "judge_yes": 1, "type_match": 1, "declined": -1, "echo": -1,
+}
+
 _DECLINED = re.compile(
     r"\b(unanswerable|not (?:mentioned|stated|specified|provided|given|found|available|clear)|no information|"
     r"(?:cannot|can't|can not) be (?:determined|found|answered)|does not (?:say|mention|specify|state)|unknown)\b",
