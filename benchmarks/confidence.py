@@ -42,7 +42,7 @@ from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import EvalRow, load_eval, run_eval
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.llm.registry import model_identity
+from ragfunnel.llm.registry import model_identity, set_disk_caches
 from ragfunnel.methods import make_method, options_of
 from ragfunnel.methods.auto import ESCALATE_BELOW
 from ragfunnel.text.chunking import count_words
@@ -95,6 +95,7 @@ def _runs(settings: list[str], n: int, context_words: int) -> list[tuple[str, li
 def collect(out: Path, *, settings: list[str], methods: list[str], n: int, context_words: int) -> None:
     """Run each method on the first ``n`` questions of every setting, skipping rows already written; one
     method at a time over every setting, so a stop leaves the cheaper methods' rows complete."""
+    set_disk_caches(False)  # every call runs: the seconds (and the confidence's share of them) are real
     runs = _runs(settings, n, context_words)
     models = {s: model_identity(s) for s in (DEFAULT_LIGHT, DEFAULT_STRONG)}
     for method in methods:

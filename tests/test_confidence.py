@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ragfunnel.confidence import Abstaining, abstain, abstained, assess, using_calibration
+from ragfunnel.confidence import Abstaining, abstain, abstained, assess, measuring_every_signal, using_calibration
 from ragfunnel.confidence.calibration import CalibrationFile, Calibrator
 from ragfunnel.confidence.signals import (
     draft_signals,
@@ -119,7 +119,8 @@ def test_the_judge_is_asked_after_the_answer_and_its_answer_is_a_signal():
             return 0.25
 
     llm = Judging(lambda p, i: "word7", context_window=8192)
-    p = make_method("op", strong=llm, budget=500, chunk_words=100).run("Which word?", WORDS)
+    with measuring_every_signal():
+        p = make_method("op", strong=llm, budget=500, chunk_words=100).run("Which word?", WORDS)
     assert p.signals["judge_yes"] == 0.25
     assert llm.judged[0] == p.prompt and llm.judged[1] == "word7" and "Yes or No" in llm.judged[2]
 
@@ -306,3 +307,21 @@ def test_prefer_is_refused_by_methods_other_than_auto(tmp_path):
     result = CliRunner().invoke(main, ["ask", "Which word?", "--context", str(doc), "--method", "op",
                                        "--prefer", "quality"])
     assert result.exit_code == 1 and "does not take --prefer" in result.output
+
+
+def test_costly_signals_are_read_only_where_the_calibration_weighs_them(tmp_path):
+    class Judging(FakeLLM):
+        asked = 0
+
+        def yes_probability(self, prompt, answer, check):
+            self.asked += 1
+            return 0.5
+
+    llm = Judging(lambda p, i: "word7", context_window=8192)
+    for weights, asked in (({"support": 1.0}, 0), ({"support": 1.0, "judge_yes": 1.0}, 1)):
+        path = tmp_path / f"cal{asked}.json"
+        _calibration(weights).save(path)
+        llm.asked = 0
+        with using_calibration(path):
+            p = make_method("op", strong=llm, budget=500, chunk_words=100).run("Which word?", WORDS)
+        assert llm.asked == asked and ("judge_yes" in p.signals) == bool(asked)

@@ -81,8 +81,9 @@ def test_auto_end_to_end_chooses_and_answers(hotpot_examples):
     climb = p.trace.stages[-1]
     assert climb.name == "escalate" and climb.detail["rungs"][0]["method"] == choose.detail["chose"]
     assert p.method == f"auto:{climb.detail['answered_by']}" and p.answer
-    # the answer carries the signals read from the real model: its tokens' log-probabilities and its judgement
-    assert p.signals["answer_logprob_mean"] <= 0 and 0 <= p.signals["judge_yes"] <= 1
+    # the answer carries the signals read from the real model: its tokens' log-probabilities among them
+    assert p.signals["answer_logprob_mean"] <= 0 and 0 <= p.signals["support"] <= 1
+    assert 0 < p.confidence < 1 and climb.detail["rungs"][0]["confidence"] is not None  # the shipped calibration
 
 
 def test_streamed_text_is_the_completion():

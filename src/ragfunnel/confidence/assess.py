@@ -35,6 +35,7 @@ JUDGE_CHECK = ("Read the text and the question once more. Is the answer you just
                "Reply with one word: Yes or No.")
 
 _calibration: ContextVar[CalibrationFile | None] = ContextVar("calibration", default=None)
+_measure_every: ContextVar[bool] = ContextVar("measure_every_signal", default=False)
 _loaded: dict[str, CalibrationFile] = {}
 _checked: set[tuple[int, str]] = set()  # (calibration, answering model) pairs already compared
 
@@ -48,6 +49,24 @@ def using_calibration(path: str | Path | None) -> Iterator[None]:
         yield
     finally:
         _calibration.reset(token)
+
+
+@contextmanager
+def measuring_every_signal() -> Iterator[None]:
+    """Read every signal inside the block, the costly ones too (eval runs, so rows can be calibrated on);
+    elsewhere a costly signal is read only where the calibration in use weighs it."""
+    token = _measure_every.set(True)
+    try:
+        yield
+    finally:
+        _measure_every.reset(token)
+
+
+def _wanted(calibration: CalibrationFile, method: str, signal: str) -> bool:
+    if _measure_every.get():
+        return True
+    model = calibration.model_for(method)
+    return model is not None and signal in calibration.models[model].features
 
 
 def current_calibration() -> CalibrationFile:
@@ -97,13 +116,14 @@ def resampled(llm: LLM, prompt: str, *, task: str, choices: list[str] | None = N
 
 
 def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
-           choices: list[str] | None = None, light_answer: str | None = None, ask_judge: bool = True) -> Prediction:
+           choices: list[str] | None = None, light_answer: str | None = None, read_costly: bool = True) -> Prediction:
     """``prediction`` with its signals, its confidence (None for summaries, and where no calibration
     covers it) and a ``confidence`` stage in its trace that records what that cost."""
     answer = prediction.answer
     if task_kind(task) == "summary" or not answer.strip():
         return prediction
     started = time.perf_counter()
+    calibration = current_calibration()
     completion = prediction.completion
     signals = logprob_signals(completion.logprobs if completion is not None else ())
     if task_kind(task) != "choice":
@@ -113,14 +133,15 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     signals |= form_signals(question, answer)
     if light_answer is not None:
         signals["light_agreement"] = agreement(answer, light_answer)
-    if ask_judge and llm is not None and prediction.prompt and getattr(llm, "reuses_prompt", False):
+    costly = read_costly and llm is not None and bool(prediction.prompt)
+    if costly and getattr(llm, "reuses_prompt", False) and _wanted(calibration, prediction.method,
+                                                                   "sample_agreement"):
         again = resampled(llm, prediction.prompt, task=task, choices=choices)
         signals["sample_agreement"] = sum(agreement(answer, a) for a in again) / len(again)
-    if ask_judge and llm is not None and prediction.prompt and completion is not None:
+    if costly and completion is not None and _wanted(calibration, prediction.method, "judge_yes"):
         p = judge(llm, prediction.prompt, completion.text)
         if p is not None:
             signals["judge_yes"] = p
-    calibration = current_calibration()
     if llm is not None and calibration.models and (id(calibration), llm.fingerprint) not in _checked:
         _checked.add((id(calibration), llm.fingerprint))
         check_fingerprints(calibration, {"strong": llm.fingerprint})  # one warning if fitted on other weights

@@ -16,7 +16,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ragfunnel.confidence import abstained
+from ragfunnel.confidence import abstained, measuring_every_signal
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.metrics import (
     answer_rank,
@@ -250,8 +250,9 @@ class EvalPairs:
         example, name = pair
         if self.cold:  # so latencies do not depend on the order methods ran in
             reset_loaded()
-        return _row(example, name, lambda: self.methods[name].run(example.question, example.context or "",
-                                                                   choices=example.choices), self.profile)
+        with measuring_every_signal():  # rows carry every signal, so `calibrate` can weigh them all
+            return _row(example, name, lambda: self.methods[name].run(example.question, example.context or "",
+                                                                       choices=example.choices), self.profile)
 
     def failed(self, pair: tuple[Example, str], message: str) -> EvalRow:
         example, name = pair

@@ -50,8 +50,10 @@ from ragfunnel.types import Prediction, StageTrace, Trace
 log = logging.getLogger(__name__)
 
 PREFER = ("speed", "balanced", "quality")
-# Confidence under which the next rung runs, per ``prefer`` (None: never climb).
-ESCALATE_BELOW: dict[str, float | None] = {"speed": None, "balanced": 0.4, "quality": 0.7}
+# Confidence under which the next rung runs, per ``prefer`` (None: never climb). Set by measurement
+# (benchmarks/confidence.py, RESULTS.md): with the bundled models FB-RAG answered no better than OP-RAG on
+# the questions measured, so balanced climbs only where OP's answer is very unsure, quality at even odds.
+ESCALATE_BELOW: dict[str, float | None] = {"speed": None, "balanced": 0.15, "quality": 0.5}
 # Tokens a short answer or a draft usually runs to, for the prediction (the limits are upper bounds;
 # measured drafts of the bundled 0.5B end after 20-55 tokens, answers after a few).
 EXPECTED_ANSWER_TOKENS = 12
