@@ -125,7 +125,9 @@ def test_ask_json_from_stdin_with_the_tiny_model(hotpot_examples):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["method"] == "fb-f" and len(out["samples"]) == 2
-    assert [s["name"] for s in out["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate"]
+    assert [s["name"] for s in out["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate",
+                                                           "confidence"]
+    assert 0 < out["confidence"] < 1 and "support" in out["signals"]
     assert all({"position", "score", "text"} <= set(c) for c in out["chunks_used"])
     assert out["trace"]["input_tokens"] > 0
 
@@ -313,7 +315,8 @@ def test_funnel_search_as_a_user_runs_it(tmp_path):
     assert r.returncode == 0, r.stderr
     answer = json.loads(r.stdout)
     assert answer["method"] == "funnel" and answer["answer"] and answer["chunks_used"]
-    assert [s["name"] for s in answer["trace"]["stages"]] == ["retrieval", "pre_ranking", "post_ranking", "generate"]
+    assert [s["name"] for s in answer["trace"]["stages"]] == ["retrieval", "pre_ranking", "post_ranking", "generate",
+                                                              "confidence"]
 
 
 @pytest.mark.model

@@ -53,7 +53,9 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     assert md.splitlines()[6].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |")
     assert md.splitlines()[7].endswith("| - | - | - | - | - |")  # lc ranks nothing
     page = (tmp_path / "out" / "report.html").read_text()
-    assert "<table>" in page and page.count('src="data:image/png;base64,iVBORw0KGgo') == 4  # self-contained
+    # self-contained: the four plots, and the confidence's reliability and quality-vs-answered plots (the rows
+    # carry confidences from the shipped calibration)
+    assert "<table>" in page and page.count('src="data:image/png;base64,iVBORw0KGgo') == 6
     assert 'src="quality' not in page
     assert "<h2>Runs</h2>" in page and "&quot;budget&quot;: 60" in page  # what each run was, to run it again
     assert "## Runs" in md and '"dataset": "bridges.jsonl"' in md

@@ -63,7 +63,7 @@ def test_a_stored_document_is_answered_and_its_chunks_shown(server):
     assert 0 < sum(c["read"] for c in body["chunks"]) < len(body["chunks"])
     assert [s["name"] for s in body["trace"]["stages"]] == ["stage1_recall", "stage2_forward", "stage3_generate",
                                                             "confidence"]
-    assert set(body["signals"]) >= {"answer_logprob_mean", "support", "draft_agreement"}
+    assert set(body["signals"]) >= {"support", "drafts_answered", "echo"}  # log-probabilities: test_confidence_model
     listed = httpx.get(f"{url}/v1/documents", timeout=5).json()
     assert [d["id"] for d in listed] == [doc["id"]] and set(listed[0]["prefill"].values()) <= {"kept", "reading",
                                                                                                 "queued"}
@@ -207,7 +207,7 @@ def drive_inspector(url: str, text: str, question: str, screenshot: Path, method
         # the confidence bar (the shipped calibration covers fb's answers) and the signals it came from
         assert browser.find_element(By.ID, "confidence").is_displayed()
         shown = float(browser.find_element(By.ID, "confidence-value").text)
-        assert 0 <= shown <= 1 and "answer_logprob_mean" in browser.find_element(By.ID, "signals").text
+        assert 0 <= shown <= 1 and "support" in browser.find_element(By.ID, "signals").text
         browser.save_screenshot(str(screenshot))
     finally:
         browser.quit()
