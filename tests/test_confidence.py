@@ -193,7 +193,7 @@ def support_decides(tmp_path):
 
 def test_a_confident_first_answer_stops_the_climb(support_decides):
     with using_calibration(support_decides):
-        p = _auto("balanced", {"op": "word7", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
+        p = _auto("quality", {"op": "word7", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
     climb = p.trace.stages[-1]
     assert [r["method"] for r in climb.detail["rungs"]] == ["op"] and "reaches" in climb.detail["stopped"]
     assert p.method == "auto:op" and p.answer == "word7"
@@ -201,17 +201,17 @@ def test_a_confident_first_answer_stops_the_climb(support_decides):
 
 def test_an_unsure_answer_climbs_and_the_most_confident_is_kept(support_decides):
     with using_calibration(support_decides):
-        p = _auto("balanced", {"op": "Nowhere Town", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
+        p = _auto("quality", {"op": "Nowhere Town", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
     climb = p.trace.stages[-1]
-    assert [r["method"] for r in climb.detail["rungs"]] == ["op", "fb"]
+    assert [r["method"] for r in climb.detail["rungs"]] == ["op", "fb"]  # fb is sure: lc never runs
     assert climb.detail["answered_by"] == "fb" and p.method == "auto:fb" and p.answer == "word9"
     assert {s.detail.get("rung") for s in p.trace.stages[1:-1]} == {"op", "fb"}  # every rung's stages are kept
 
 
-def test_speed_never_climbs_and_quality_climbs_to_lc(support_decides):
+def test_balanced_never_climbs_and_quality_climbs_to_lc(support_decides):
     unsure = {"op": "Nowhere", "fb": "Elsewhere", "lc": "word8"}
     with using_calibration(support_decides):
-        fast = _auto("speed", unsure).run("Which word?", WORDS)
+        fast = _auto("balanced", unsure).run("Which word?", WORDS)
         best = _auto("quality", unsure).run("Which word?", WORDS)
     assert [r["method"] for r in fast.trace.stages[-1].detail["rungs"]] == ["op"]
     assert [r["method"] for r in best.trace.stages[-1].detail["rungs"]] == ["op", "fb", "lc"]
@@ -222,12 +222,12 @@ def test_a_calibration_that_has_not_earned_it_never_climbs(tmp_path):
     path = tmp_path / "cal.json"
     _calibration({"support": 6.0}, bias=-3.0, held_out=0.52).save(path)
     with using_calibration(path):
-        p = _auto("balanced", {"op": "Nowhere", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
+        p = _auto("quality", {"op": "Nowhere", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
     assert "has not shown" in p.trace.stages[-1].detail["stopped"] and p.answer == "Nowhere"
 
 
 def test_the_time_limit_stops_the_climb(support_decides):
-    auto = _auto("balanced", {"op": "Nowhere", "fb": "word9", "lc": "word8"}, max_seconds=1000)
+    auto = _auto("quality", {"op": "Nowhere", "fb": "word9", "lc": "word8"}, max_seconds=1000)
     plan = auto.plan("Which word?", WORDS)
     auto.max_seconds = plan.predicted_seconds["op"] + 0.5 * (plan.predicted_seconds["fb"])
     with using_calibration(support_decides):
