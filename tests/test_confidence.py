@@ -214,6 +214,7 @@ def test_balanced_never_climbs_and_quality_climbs_to_lc(support_decides):
         fast = _auto("balanced", unsure).run("Which word?", WORDS)
         best = _auto("quality", unsure).run("Which word?", WORDS)
     assert [r["method"] for r in fast.trace.stages[-1].detail["rungs"]] == ["op"]
+    assert fast.trace.stages[0].detail["ladder"] == []
     assert [r["method"] for r in best.trace.stages[-1].detail["rungs"]] == ["op", "fb", "lc"]
     assert best.answer == "word8"
 

@@ -233,7 +233,8 @@ class Auto:
                 raise ConfigError(f"no method is predicted to answer within --max-seconds {self.max_seconds:g}; "
                                   f"the fastest, {fastest}, is predicted at {predicted[fastest]:.1f}s: raise "
                                   "--max-seconds or lower --budget")
-        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer]
+        climbs = ESCALATE_BELOW[self.prefer] is not None
+        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer] if climbs else ()
         ladder = tuple(r for r in rungs if r != first)
         return Plan(first, predicted, why, ladder)
 
