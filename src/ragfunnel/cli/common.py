@@ -86,12 +86,10 @@ def model_settings(given: dict[str, Any]) -> None:
     if (seconds := given.pop("timeout", None)) is not None:
         set_server_timeout(seconds)
     if (calibration := given.pop("calibration", None)) is not None:
-        import os
-
-        from ragfunnel.confidence.calibration import load_calibration
+        from ragfunnel.confidence.calibration import ENV_VAR, load_calibration
 
         load_calibration(calibration)  # a missing or damaged file is named now, once
-        os.environ["RAGFUNNEL_CALIBRATION"] = str(calibration)  # Ray workers and threads see it too
+        os.environ[ENV_VAR] = str(calibration)  # Ray workers and threads see it too
 
 
 def debugging(ctx: click.Context) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 
-from ragfunnel.confidence.calibration import CalibrationFile, check_fingerprints, load_calibration
+from ragfunnel.confidence.calibration import ENV_VAR, CalibrationFile, check_fingerprints, load_calibration
 from ragfunnel.confidence.signals import (
     agreement,
     draft_signals,
@@ -73,9 +74,7 @@ def current_calibration() -> CalibrationFile:
     chosen = _calibration.get()
     if chosen is not None:
         return chosen
-    import os
-
-    key = os.environ.get("RAGFUNNEL_CALIBRATION", "")
+    key = os.environ.get(ENV_VAR, "")
     if key not in _loaded:
         _loaded[key] = load_calibration()
     return _loaded[key]

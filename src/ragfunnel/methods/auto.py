@@ -8,7 +8,8 @@ already holds from an earlier question about the same document) plus seconds to 
 
 ``auto`` then climbs a ladder of *rungs*. The first is OP-RAG, the cheapest method that was not
 worse than FB-RAG or LC on this project's measurements with the bundled models (33 held-out
-multi-hop documents: OP 34.8, FB-RAG 28.3 with the 0.5B drafting, LC 24.5), or LC where the strong
+multi-hop documents, as the issue measured them: OP 34.8, FB-RAG 28.3 with the 0.5B drafting, LC 24.5 on
+13 of them), or LC where the strong
 model already holds the document and reading the question alone is faster. Every answer carries a
 calibrated confidence (:mod:`ragfunnel.confidence`); below ``ESCALATE_BELOW[prefer]`` the next rung
 runs (FB-RAG, then for ``prefer="quality"`` LC), provided its predicted seconds still fit
