@@ -1,7 +1,8 @@
 import pytest
 
+from ragfunnel.documents import read_document
 from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.text import check_context, chunk_words, read_context
+from ragfunnel.text import check_context, chunk_words
 
 TEXT = "Alpha beta  gamma.\nDelta epsilon\tzeta eta\n\ntheta iota kappa lambda"
 
@@ -45,9 +46,9 @@ def test_non_utf8_file_is_refused(tmp_path):
     path = tmp_path / "latin1.txt"
     path.write_bytes("caf\xe9 au lait".encode("latin-1"))
     with pytest.raises(InputError, match="not UTF-8"):
-        read_context(path)
+        read_document(path)
 
 
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(InputError, match="does not exist"):
-        read_context(tmp_path / "nope.txt")
+        read_document(tmp_path / "nope.txt")

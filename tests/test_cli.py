@@ -347,7 +347,7 @@ def test_distillation_as_a_user_runs_it(tmp_path):
 def test_ask_needs_exactly_one_source_and_a_matching_method(tmp_path):
     ctx = tmp_path / "c.txt"
     ctx.write_text("Some text.")
-    assert_one_line_error(run("ask", "Who?"), "either --context FILE")
+    assert_one_line_error(run("ask", "Who?"), "either --context PATH")
     assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--index", str(tmp_path)), "not both")
     assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--method", "funnel"), "pass --index DIR")
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--method", "op"), "--index answers with")

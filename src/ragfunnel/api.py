@@ -7,8 +7,10 @@ from typing import Any
 
 from ragfunnel.confidence import Abstaining, using_calibration
 from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.documents import LocatedContext, ReadLimits, cite, read_context
 from ragfunnel.errors import ConfigError
-from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, make_method
+from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, ContextMethod, make_method
+from ragfunnel.text import check_context
 from ragfunnel.types import Prediction
 
 
@@ -16,6 +18,7 @@ def answer(
     question: str,
     context: str | None = None,
     *,
+    files: list[str | Path] | None = None,
     index: CorpusIndex | str | Path | None = None,
     method: str | None = None,
     choices: list[str] | None = None,
@@ -23,7 +26,8 @@ def answer(
     calibration: str | Path | None = None,
     **options: Any,
 ) -> Prediction:
-    """Answer ``question`` from a long ``context``, or from a corpus ``index`` (a directory written by
+    """Answer ``question`` from a long ``context``, from ``files`` (PDF, DOCX, EPUB, HTML, Markdown or text
+    files, and folders of them, read as one context), or from a corpus ``index`` (a directory written by
     ``ragfunnel index``), with ``method`` (see ``ragfunnel.METHODS``; by default ``auto`` over a
     context, ``funnel`` over an index).
 
@@ -36,10 +40,13 @@ def answer(
     ``calibration`` (a file written by ``ragfunnel calibrate``; default: ``$RAGFUNNEL_CALIBRATION``, else
     the shipped one). ``abstain``: below this confidence the answer is "unanswerable" (the withheld
     answer is in the trace's ``abstain`` stage).
+
+    Over a context or files, ``prediction.citations`` says where the answer came from (file, page or
+    chapter, and the supporting sentence).
     """
-    if (context is None) == (index is None):
-        raise ConfigError("answer() reads either a context (a long text) or an index (a corpus index directory); "
-                          "pass exactly one")
+    if sum(source is not None for source in (context, files, index)) != 1:
+        raise ConfigError("answer() reads a context (a long text), files (paths of documents or folders), or an "
+                          "index (a corpus index directory); pass exactly one")
     if index is None:
         chosen = make_method(method or DEFAULT_METHOD, **options)
     else:
@@ -47,5 +54,16 @@ def answer(
     if abstain is not None:
         chosen = Abstaining(chosen, abstain)
     with using_calibration(calibration):
-        return chosen.run(question, context, choices=choices) if index is None else chosen.run(question,
-                                                                                               choices=choices)
+        if index is not None:
+            return chosen.run(question, choices=choices)
+        located = (LocatedContext.of_text(check_context(context)) if context is not None
+                   else read_context(list(files or []), ReadLimits()))
+        return answer_located(chosen, question, located, choices=choices)
+
+
+def answer_located(method: ContextMethod, question: str, located: LocatedContext, *,
+                   choices: list[str] | None = None) -> Prediction:
+    """Run a context method over ``located``'s text and cite where in its files the answer came from."""
+    prediction = method.run(question, located.text, choices=choices)
+    prediction.citations = cite(prediction, located, question)
+    return prediction

@@ -20,6 +20,7 @@ class Chunk:
     doc_id: str
     position: int
     n_words: int
+    start: int | None = None  # its first character's offset in the context it was cut from, where known
 
     def __post_init__(self) -> None:
         if self.position < 0:
@@ -163,6 +164,40 @@ class Trace:
         raise KeyError(f"no stage named {name!r}; stages are {[s.name for s in self.stages]}")
 
 
+@dataclass(frozen=True)
+class Citation:
+    """Where an answer came from: a file, its page or section, and the sentence that best supports the
+    answer (``quote`` is ``text[start:end]`` of that file's text, as ragfunnel.documents read it)."""
+
+    file: str
+    start: int
+    end: int
+    quote: str
+    page: int | None = None
+    page_label: str | None = None
+    section: str | None = None
+    lines: tuple[int, int] | None = None  # 1-based, for plain text and Markdown
+
+    def label(self) -> str:
+        """``[moby-dick.epub · "Chapter 16. The Ship."]``, ``[paper.pdf · p. 12 (xii)]``,
+        ``[notes.txt · lines 3–9]``."""
+        where = []
+        if self.page is not None:
+            shown = f" ({self.page_label})" if self.page_label and self.page_label != str(self.page) else ""
+            where.append(f"p. {self.page}{shown}")
+        if self.section:
+            where.append(f'"{self.section}"')
+        if self.lines is not None and self.page is None:
+            first, last = self.lines
+            where.append(f"line {first}" if first == last else f"lines {first}\u2013{last}")
+        return f"[{self.file}" + (" \u00b7 " + " ".join(where) if where else "") + "]"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "page": self.page, "page_label": self.page_label, "section": self.section,
+                "lines": list(self.lines) if self.lines else None, "start": self.start, "end": self.end,
+                "quote": self.quote, "label": self.label()}
+
+
 @dataclass
 class Prediction:
     answer: str
@@ -181,6 +216,8 @@ class Prediction:
     # The greedy answer's completion (token log-probabilities; the prompt a judge question follows).
     completion: Completion | None = field(default=None, repr=False, compare=False)
     prompt: str = field(default="", repr=False, compare=False)
+    # Where the answer came from in the user's files (ragfunnel.documents.cite), best-supporting first.
+    citations: list[Citation] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the CLI's ``--json`` output)."""
@@ -199,6 +236,7 @@ class Prediction:
             ],
             "confidence": None if self.confidence is None else round(self.confidence, 4),
             "signals": {k: round(v, 4) for k, v in self.signals.items()},
+            "citations": [c.to_dict() for c in self.citations],
             "samples": [{"text": s.text, "rationale": s.rationale, "answer": s.answer} for s in self.samples],
             "ranking": [{"position": sc.chunk.position, "score": round(float(sc.score), 6)} for sc in self.ranking],
             "trace": {

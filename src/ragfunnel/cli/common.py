@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ragfunnel.documents import ReadLimits
 from ragfunnel.errors import ConfigError, Interrupted, RagfunnelError
 from ragfunnel.journal import left_work_running
 
@@ -171,3 +172,26 @@ class Group(OneLineErrors, click.Group):
 
 class Command(OneLineErrors, click.Command):
     pass
+
+
+def document_options(command: Callable) -> Callable:
+    """The limits on the files a command reads (PDF, DOCX, EPUB ...)."""
+    defaults = ReadLimits()
+    for option in reversed([
+        click.option("--max-document-mb", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.max_document_mb, show_default=True,
+                     help="Refuse files larger than this (a reader holds a file's text in memory)."),
+        click.option("--max-unzipped-mb", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.max_unzipped_mb, show_default=True,
+                     help="Refuse a DOCX or EPUB that expands to more than this (zip bombs)."),
+        click.option("--max-zip-ratio", type=click.FloatRange(min=1), default=defaults.max_zip_ratio,
+                     show_default=True, help="Refuse a DOCX or EPUB part that expands more than this many times."),
+    ]):
+        command = option(command)
+    return command
+
+
+def read_limits(given: dict[str, Any]) -> ReadLimits:
+    """The :class:`ReadLimits` of ``document_options``, taken out of ``given``."""
+    return ReadLimits(max_document_mb=given.pop("max_document_mb"), max_unzipped_mb=given.pop("max_unzipped_mb"),
+                      max_zip_ratio=given.pop("max_zip_ratio"))

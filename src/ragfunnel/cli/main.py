@@ -14,14 +14,24 @@ from typing import Any
 import click
 
 from ragfunnel import __version__, journal
+from ragfunnel.api import answer_located
 from ragfunnel.cli.cache import cache
 from ragfunnel.cli.calibrate import calibrate
-from ragfunnel.cli.common import Group, model_settings, ray_from, ray_options, timeout_option
+from ragfunnel.cli.common import (
+    Group,
+    document_options,
+    model_settings,
+    ray_from,
+    ray_options,
+    read_limits,
+    timeout_option,
+)
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
 from ragfunnel.confidence import Abstaining, abstained
 from ragfunnel.corpus import load_corpus
+from ragfunnel.documents import read_context
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
 from ragfunnel.eval.long_context import lengthen
@@ -44,7 +54,6 @@ from ragfunnel.methods import (
 from ragfunnel.methods.fbrag import MAX_SAMPLES
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.fusion import FUSIONS
-from ragfunnel.text import read_context
 from ragfunnel.types import Prediction
 
 
@@ -111,7 +120,10 @@ def method_options(command: Callable) -> Callable:
 
 @main.command()
 @click.argument("question")
-@click.option("--context", "context_path", metavar="FILE", help="UTF-8 text file to answer from; '-' reads stdin.")
+@click.option("--context", "context_paths", multiple=True, metavar="PATH",
+              help="File or folder to answer from: PDF, DOCX, EPUB, HTML, Markdown or UTF-8 text ('-' reads stdin). "
+                   "Repeat it to answer from several files as one context; a folder adds every supported file "
+                   "under it.")
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
               help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
 @click.option("--method", type=click.Choice(list(METHODS)),
@@ -135,32 +147,36 @@ def method_options(command: Callable) -> Callable:
 @click.option("--choice", "choices", multiple=True, metavar="TEXT",
               help="An option for --task choice (repeat for each option, in order).")
 @method_options
+@document_options
 @click.option("--json", "as_json", is_flag=True, help="Print the full prediction as JSON.")
-def ask(question: str, context_path: str | None, index_dir: Path | None, method: str | None, task: str,
+def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, method: str | None, task: str,
         choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
-    """Answer QUESTION from the text in --context (or from a corpus --index)."""
+    """Answer QUESTION from the files in --context (or from a corpus --index), citing where the answer is."""
     model_settings(given)
+    limits = read_limits(given)
     below = given.pop("abstain", None)
     options = {k: v for k, v in given.items() if v is not None}
-    if (context_path is None) == (index_dir is None):
-        raise ConfigError("pass either --context FILE (a long text) or --index DIR (a corpus index), "
+    if bool(context_paths) == (index_dir is not None):
+        raise ConfigError("pass either --context PATH (documents to answer from) or --index DIR (a corpus index), "
                           "not both or neither")
     method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
     check_source(method, index=index_dir)
     _refuse_options(method, options, flags=given)
-    context = read_context(context_path) if context_path is not None else None
+    located = read_context(list(context_paths), limits) if context_paths else None
     chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
     if below is not None:
         chosen = Abstaining(chosen, below)
     with _streaming(options.get("strong"), enabled=not as_json):
-        if context is None:
+        if located is None:
             prediction = chosen.run(question, choices=list(choices) or None)
         else:
-            prediction = chosen.run(question, context, choices=list(choices) or None)
+            prediction = answer_located(chosen, question, located, choices=list(choices) or None)
     if as_json:
         click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
     else:
         click.echo(prediction.answer)
+        for citation in prediction.citations[:CITATIONS_SHOWN]:
+            click.echo(f"{citation.label()}  {_short_quote(citation.quote)}")
         if prediction.confidence is not None:
             click.echo(f"confidence {prediction.confidence:.2f}" + ("  (abstained: below --abstain)"
                                                                     if abstained(prediction) else ""), err=True)
@@ -205,6 +221,14 @@ def _streaming(strong: str | None, *, enabled: bool) -> Iterator[None]:
     finally:
         llm.on_text = None
         click.echo("", err=True)
+
+
+CITATIONS_SHOWN = 3  # under the answer; --json has them all
+
+
+def _short_quote(quote: str, limit: int = 100) -> str:
+    quote = " ".join(quote.split())
+    return f"\u201c{quote if len(quote) <= limit else quote[:limit - 1] + chr(0x2026)}\u201d"
 
 
 def _summary(prediction: Prediction) -> str:

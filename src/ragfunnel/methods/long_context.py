@@ -65,7 +65,8 @@ class LongContext:
             log.warning("context of %d tokens exceeds %s's window; cut to %d tokens in the middle",
                         original, llm.name, limit)
             detail["truncated_to"] = limit
-        whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=len(text.split()))
+        whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=len(text.split()),
+                      start=0 if text == context else None)
         prep_seconds = time.perf_counter() - started
         gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
                               chunks=[whole], choices=choices, max_tokens=self.max_tokens, detail=detail,

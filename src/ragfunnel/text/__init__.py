@@ -1,6 +1,6 @@
 """Text handling: reading contexts, chunking, BM25 tokenisation."""
 
 from ragfunnel.text.chunking import chunk_words, word_windows
-from ragfunnel.text.context import check_context, read_context
+from ragfunnel.text.context import check_context
 
-__all__ = ["chunk_words", "check_context", "read_context", "word_windows"]
+__all__ = ["chunk_words", "check_context", "word_windows"]

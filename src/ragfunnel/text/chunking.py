@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.types import Chunk
 
 _WORD = re.compile(r"\S+")
+# Between the files of one context (ragfunnel.documents). Python counts U+001C as whitespace, so it never
+# enters a chunk's text; a window never runs past it, so no chunk holds the end of one file and the next's start.
+FILE_SEPARATOR = "\x1c"
 
 
 def count_words(text: str) -> int:
@@ -20,7 +24,17 @@ def word_windows(text: str, words: int) -> list[tuple[int, int]]:
     if words < 1:
         raise ConfigError(f"chunk_words must be at least 1, got {words}")
     spans = [m.span() for m in _WORD.finditer(text)]
-    return [(spans[first][0], spans[min(first + words, len(spans)) - 1][1]) for first in range(0, len(spans), words)]
+    separators = [i for i, ch in enumerate(text) if ch == FILE_SEPARATOR] if FILE_SEPARATOR in text else []
+    windows, first = [], 0
+    while first < len(spans):
+        last = min(first + words, len(spans)) - 1
+        if separators:  # stop at the last word before the next file begins
+            part = bisect.bisect_left(separators, spans[first][0])
+            if part < len(separators):
+                last = min(last, bisect.bisect_left(spans, (separators[part], 0)) - 1)
+        windows.append((spans[first][0], spans[last][1]))
+        first = last + 1
+    return windows
 
 
 def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -> list[Chunk]:
@@ -34,5 +48,5 @@ def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -
     for position, (start, end) in enumerate(word_windows(text, chunk_words)):
         piece = text[start:end]
         chunks.append(Chunk(id=f"{doc_id}#{position}", text=piece, doc_id=doc_id, position=position,
-                            n_words=count_words(piece)))
+                            n_words=count_words(piece), start=start))
     return chunks

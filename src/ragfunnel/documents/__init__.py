@@ -1,0 +1,12 @@
+"""Reading the files people keep (PDF, DOCX, EPUB, HTML, Markdown, text) with a map from text to page and
+chapter, and citing where an answer came from. The rest of ragfunnel sees :class:`SourceDocument`,
+:class:`LocatedContext` and :class:`Citation` only."""
+
+from ragfunnel.documents.citations import Citation, cite
+from ragfunnel.documents.formats import SUPPORTED
+from ragfunnel.documents.limits import ReadLimits
+from ragfunnel.documents.model import FILE_SEPARATOR, LocatedContext, Section, SourceDocument
+from ragfunnel.documents.read import files_under, read_context, read_document, read_documents
+
+__all__ = ["FILE_SEPARATOR", "SUPPORTED", "Citation", "LocatedContext", "ReadLimits", "Section", "SourceDocument",
+           "cite", "files_under", "read_context", "read_document", "read_documents"]

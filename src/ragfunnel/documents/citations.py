@@ -1,0 +1,80 @@
+"""Citing an answer: for each chunk the answer was read from, its file, page or section, and the sentence in
+it that best supports the answer (most words shared with the answer, then with the question)."""
+
+from __future__ import annotations
+
+import re
+
+from ragfunnel.documents.model import LocatedContext
+from ragfunnel.text.chunking import word_windows
+from ragfunnel.types import Citation, Prediction
+
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"'”’)\]]*|\n|$)")
+_TOKEN = re.compile(r"\w+")
+_STOP = frozenset("a an and are as at be by did do does for from had has have he her his how in is it its of on "
+                  "or she that the their them they this to was were what when where which who whom whose why "
+                  "with would you".split())
+LONG_CHUNK_WORDS = 600  # a longer chunk (LC reads the whole text as one) is cited by its best windows
+WINDOW_WORDS = 300
+WINDOWS_KEPT = 3
+QUOTE_CHARS = 400
+
+
+def cite(prediction: Prediction, context: LocatedContext, question: str) -> list[Citation]:
+    """Citations for ``prediction``'s chunks (cut from ``context.text``), best-supporting first."""
+    answer_words, question_words = _words(prediction.answer), _words(question) - _words(prediction.answer)
+    scored = []
+    for spans in _spans(prediction, context):
+        found = [best for a, b in spans
+                 if (best := _best_sentence(context.text, a, b, answer_words, question_words)) is not None]
+        scored += sorted(found, key=lambda s: (-s[0], s[1]))[:WINDOWS_KEPT] if len(spans) > 1 else found
+    scored.sort(key=lambda s: (-s[0], s[1]))
+    return [_citation(context, start, end) for _, start, end in scored]
+
+
+def _spans(prediction: Prediction, context: LocatedContext) -> list[list[tuple[int, int]]]:
+    """The character spans to quote from, per chunk used (a long chunk's best windows are found later)."""
+    out = []
+    for scored in prediction.chunks_used:
+        chunk = scored.chunk
+        if chunk.start is None or context.text[chunk.start:chunk.start + len(chunk.text)] != chunk.text:
+            continue  # cut from some other text (a context truncated to fit the window)
+        if chunk.n_words <= LONG_CHUNK_WORDS:
+            spans = [(chunk.start, chunk.start + len(chunk.text))]
+        else:
+            spans = [(chunk.start + a, chunk.start + b) for a, b in word_windows(chunk.text, WINDOW_WORDS)]
+        out.append([context.clip(a, b) for a, b in spans])
+    return out
+
+
+def _best_sentence(text: str, start: int, end: int, answer: set[str],
+                   question: set[str]) -> tuple[float, int, int] | None:
+    best = None
+    for match in _SENTENCE.finditer(text, start, end):
+        a, b = match.span()
+        piece = text[a:b]
+        stripped = piece.strip()
+        if not _TOKEN.search(stripped):
+            continue
+        a += len(piece) - len(piece.lstrip())
+        b = a + len(stripped)
+        words = _words(stripped)
+        score = 2.0 * len(words & answer) + len(words & question)
+        if best is None or score > best[0]:
+            best = (score, a, min(b, a + QUOTE_CHARS))
+    return best
+
+
+def _citation(context: LocatedContext, start: int, end: int) -> Citation:
+    where = context.locate(start)
+    doc, local = where.document, where.offset
+    local_end = local + (end - start)
+    section = where.section
+    lines = (doc.line_at(local), doc.line_at(local_end)) if doc.format in ("text", "markdown") else None
+    return Citation(file=doc.name, start=local, end=local_end, quote=doc.text[local:local_end],
+                    page=section.page if section else None, page_label=section.page_label if section else None,
+                    section=section.heading[-1] if section and section.heading else None, lines=lines)
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _TOKEN.findall(text.lower()) if w not in _STOP}

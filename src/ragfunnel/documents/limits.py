@@ -1,0 +1,64 @@
+"""Size limits for the files a reader opens: a whole file, and the parts of a zip container (DOCX, EPUB)."""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragfunnel.errors import InputError
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """``max_document_mb``: the largest file read (a reader holds a file's text in memory);
+    ``max_unzipped_mb`` and ``max_zip_ratio``: what a DOCX or EPUB may expand to, in all and per part."""
+
+    max_document_mb: float = 200.0
+    max_unzipped_mb: float = 500.0
+    max_zip_ratio: float = 200.0
+
+
+def check_file_size(path: Path, limits: ReadLimits) -> None:
+    size = path.stat().st_size
+    if size > limits.max_document_mb * MB:
+        raise InputError(f"{path.name} is {size / MB:.0f} MB, over the {limits.max_document_mb:g} MB limit; "
+                         "pass --max-document-mb to raise it")
+
+
+def open_zip(path: Path, limits: ReadLimits, *, kind: str) -> zipfile.ZipFile:
+    """``path`` as a zip, refused if it is damaged or would expand past ``limits`` (a zip bomb)."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise InputError(f"{path.name} is a damaged or truncated {kind} ({e}); open and save it again") from None
+    total = 0
+    for info in archive.infolist():
+        total += info.file_size
+        ratio = info.file_size / max(info.compress_size, 1)
+        if info.file_size > MB and ratio > limits.max_zip_ratio:
+            archive.close()
+            raise InputError(f"{path.name}: part {info.filename} expands {ratio:.0f}-fold, over the limit of "
+                             f"{limits.max_zip_ratio:g} (a zip bomb?); pass --max-zip-ratio to raise it")
+    if total > limits.max_unzipped_mb * MB:
+        archive.close()
+        raise InputError(f"{path.name} expands to {total / MB:.0f} MB, over the {limits.max_unzipped_mb:g} MB limit "
+                         "(a zip bomb?); pass --max-unzipped-mb to raise it")
+    return archive
+
+
+def read_xml_part(archive: zipfile.ZipFile, name: str, path: Path) -> bytes:
+    """A part of a zip container, refused if it declares entities (the billion-laughs and external-entity
+    attacks both need a declaration); the parsers used afterwards resolve none either."""
+    try:
+        data = archive.read(name)
+    except KeyError:
+        raise InputError(f"{path.name} has no {name}; it is damaged, or not the format its name says") from None
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise InputError(f"{path.name}: part {name} cannot be read ({e}); the file is damaged or truncated") from None
+    if b"<!ENTITY" in data:
+        raise InputError(f"{path.name}: part {name} declares XML entities, which ragfunnel does not expand "
+                         "(entity expansion attacks); remove the declarations or export the file again")
+    return data
