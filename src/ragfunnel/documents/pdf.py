@@ -80,7 +80,11 @@ def _read_with_pdfminer(path: Path) -> SourceDocument:
     except Exception as e:  # pdfminer raises many unrelated types for damaged files
         raise InputError(f"{path.name} cannot be read as a PDF ({type(e).__name__}: {e}); it is damaged or "
                          f"truncated; repair it first (e.g. qpdf {path.name} repaired.pdf)") from None
-    return _checked(builder.build(pages=number))
+    document = builder.build(pages=number)
+    if not document.text:  # pdfium could not open it either: damage is likelier than a scan
+        raise InputError(f"{path.name} is damaged or truncated (no page could be read); repair it first "
+                         f"(e.g. qpdf {path.name} repaired.pdf)")
+    return document
 
 
 # pdfium marks a hyphen it found at a line end with U+0002 (U+FFFE in some builds); other control

@@ -1,0 +1,68 @@
+"""Small files in each format, built byte by byte, for reader tests (known pages, damaged parts, bombs)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+
+def make_pdf(path: Path, pages: list[str], *, roman_first: int = 0) -> Path:
+    """A PDF with one line of Helvetica text per page; the first ``roman_first`` pages are labelled i, ii, ...
+    and the rest 1, 2, ... (a /PageLabels number tree)."""
+    objects: list[bytes] = []
+    n = len(pages)
+    kids = " ".join(f"{3 + 2 * i} 0 R" for i in range(n))
+    font = 3 + 2 * n
+    labels = (f"/PageLabels << /Nums [0 << /S /r >> {roman_first} << /S /D >>] >>" if roman_first else "")
+    objects.append(f"<< /Type /Catalog /Pages 2 0 R {labels} >>".encode())
+    objects.append(f"<< /Type /Pages /Kids [{kids}] /Count {n} >>".encode())
+    for i, text in enumerate(pages):
+        stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode()
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
+                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    out = io.BytesIO()
+    out.write(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
+    for offset in offsets:
+        out.write(b"%010d 00000 n \n" % offset)
+    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    path.write_bytes(out.getvalue())
+    return path
+
+
+CONTAINER = b"""<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"""
+
+
+def make_epub(path: Path, chapters: list[tuple[str, str]], *, extra: dict[str, bytes] | None = None,
+              chapter_prefix: bytes = b"") -> Path:
+    """An EPUB 3 with one XHTML file per (title, text) chapter and a nav document naming them."""
+    items = "".join(f'<item id="c{i}" href="c{i}.xhtml" media-type="application/xhtml+xml"/>'
+                    for i in range(len(chapters)))
+    spine = "".join(f'<itemref idref="c{i}"/>' for i in range(len(chapters)))
+    opf = (f'<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0"><manifest>'
+           f'<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>{items}'
+           f'</manifest><spine>{spine}</spine></package>')
+    links = "".join(f'<li><a href="c{i}.xhtml">{title}</a></li>' for i, (title, _) in enumerate(chapters))
+    nav = (f'<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"><body>'
+           f'<nav epub:type="toc"><ol>{links}</ol></nav></body></html>')
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml", CONTAINER)
+        z.writestr("OEBPS/content.opf", opf)
+        z.writestr("OEBPS/nav.xhtml", nav)
+        for i, (title, text) in enumerate(chapters):
+            body = "".join(f"<p>{p}</p>" for p in text.split("\n\n"))
+            z.writestr(f"OEBPS/c{i}.xhtml", chapter_prefix + (
+                f'<html xmlns="http://www.w3.org/1999/xhtml"><body><h1>{title}</h1>{body}</body></html>').encode())
+        for name, data in (extra or {}).items():
+            z.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)
+    return path
