@@ -38,8 +38,9 @@ def make_pdf(path: Path, pages: list[str], *, roman_first: int = 0) -> Path:
     return path
 
 
-CONTAINER = b"""<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
-<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"""
+CONTAINER = b"""<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>
+<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"""
 
 
 def make_epub(path: Path, chapters: list[tuple[str, str]], *, extra: dict[str, bytes] | None = None,

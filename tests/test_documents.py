@@ -157,9 +157,9 @@ def test_a_file_name_and_format_is_detected_by_its_bytes(tmp_path):
 
 # --- bad input: one line each, naming the problem and the fix -------------------------------------------
 
-def _refused(path, match, limits=ReadLimits()):
+def _refused(path, match, limits=None):
     with pytest.raises(InputError, match=match) as e:
-        read_document(path, limits)
+        read_document(path, limits or ReadLimits())
     assert "\n" not in str(e.value) and str(e.value).count(". ") < 3
     return str(e.value)
 
@@ -227,3 +227,32 @@ def test_a_folder_without_supported_files(tmp_path):
 
 def _prediction(answer, chunks):
     return Prediction(answer=answer, method="op", chunks_used=[ScoredChunk(c, 1.0) for c in chunks], trace=Trace())
+
+
+def test_dataset_rows_may_name_a_context_file(tmp_path):
+    from ragfunnel.eval.datasets import load_dataset
+
+    (tmp_path / "docs").mkdir()
+    make_pdf(tmp_path / "docs" / "memo.pdf", ["The budget is 40 euros."])
+    data = tmp_path / "q.jsonl"
+    data.write_text('{"question": "What is the budget?", "answer": "40 euros", "context_file": "docs/memo.pdf"}\n'
+                    '{"question": "Where?", "answer": "x", "context_file": "docs/missing.txt"}\n')
+    loaded = load_dataset(data, on_error="skip")
+    assert loaded.examples[0].context == "The budget is 40 euros."
+    assert "line 2" in str(loaded.errors[0]) or loaded.errors[0].line == 2
+    assert "does not exist" in loaded.errors[0].message
+
+
+def test_a_folder_corpus_is_one_document_per_file_or_per_chapter(tmp_path):
+    from ragfunnel.corpus import load_corpus
+
+    make_epub(tmp_path / "book.epub", [("Chapter 1. Loomings.", "Call me Ishmael."),
+                                      ("Chapter 2. The Bag.", "I stuffed a shirt.")])
+    (tmp_path / "notes.md").write_text("# Whales\n\nBig.\n\n## Sperm\n\nDeep divers.\n")
+    make_pdf(tmp_path / "memo.pdf", ["Memo text"])
+    by_file = load_corpus(tmp_path)
+    assert [d.id for d in by_file] == ["book.epub", "memo.pdf", "notes.md"]
+    by_chapter = load_corpus(tmp_path, split="chapters")
+    assert [d.title for d in by_chapter] == ["book.epub · Chapter 1. Loomings.", "book.epub · Chapter 2. The Bag.",
+                                             "memo.pdf", "notes.md"]
+    assert by_chapter[1].text.endswith("I stuffed a shirt.") and "Ishmael" not in by_chapter[1].text

@@ -31,6 +31,7 @@ from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
 from ragfunnel.confidence import Abstaining, abstained
 from ragfunnel.corpus import load_corpus
+from ragfunnel.corpus.readers import SPLITS
 from ragfunnel.documents import read_context
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, load_dataset
@@ -403,18 +404,25 @@ def report(run_dirs: tuple[Path, ...], out_dir: Path | None, metric: str | None)
                    "flat up to 100k passages, hnsw up to 1M, ivf above, ivfpq when the vectors would fill half the "
                    "memory [default: auto with the [faiss] extra installed, else none].")
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
+@click.option("--split", type=click.Choice(list(SPLITS)), default="files", show_default=True,
+              help="With a folder: each file is a document, or each EPUB chapter, PDF outline section and "
+                   "top-level heading is one.")
+@document_options
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
 @ray_options("With --flat or --embed-documents: embed on Ray Data workers")
 def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int,
-          embed_documents: bool, embedder: str, faiss: str | None, force: bool, as_json: bool, **given: Any) -> None:
-    """Index CORPUS (JSON, JSONL, or a MediaWiki XML dump) for corpus retrieval: documents, clusters, BM25.
+          embed_documents: bool, embedder: str, faiss: str | None, force: bool, split: str, as_json: bool,
+          **given: Any) -> None:
+    """Index CORPUS (JSON, JSONL, a MediaWiki XML dump, or a folder of PDF, DOCX, EPUB, HTML, Markdown and text
+    files) for corpus retrieval: documents, clusters, BM25.
 
     With --ray, the passages and documents are embedded by Ray Data workers into the same files."""
     from ragfunnel.corpus.index import build_index
 
+    limits = read_limits(given)
     ray = ray_from(given)
     journal.out_dir(out_dir)
-    docs = load_corpus(corpus)
+    docs = load_corpus(corpus, split=split, limits=limits)
     m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
                     passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, embedder=embedder,
                     ray=ray, force=force)

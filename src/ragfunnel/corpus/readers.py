@@ -8,6 +8,9 @@ Formats, picked by the file's name and first record:
                      KILT ``{wikipedia_title, text: [paragraphs]}``
 XML (``.bz2`` or not) a MediaWiki XML export; article text is stripped of markup, ``[[links]]``
                      become :attr:`Document.links` (redirects resolved), non-article pages skipped
+a folder             every file ragfunnel.documents reads (PDF, DOCX, EPUB, HTML, Markdown, text) is a
+                     document; with ``split="chapters"``, each EPUB chapter, PDF outline section or
+                     top-level heading is one
 
 A field of the wrong JSON type (a number for a text, a string for ``links``) is refused with the
 file, the row and the field named; ``null`` stands for an absent optional field (``id``, ``title``,
@@ -23,25 +26,56 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree
 
-from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.documents import ReadLimits, SourceDocument, read_documents
+from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.text.hygiene import RecordCleaner
 from ragfunnel.types import Document
 
 log = logging.getLogger(__name__)
 
 
-def load_corpus(path: str | Path) -> list[Document]:
-    """Every document of the corpus file at ``path`` (see the module docstring for formats)."""
+SPLITS = ("files", "chapters")
+
+
+def load_corpus(path: str | Path, *, split: str = "files", limits: ReadLimits | None = None) -> list[Document]:
+    """Every document of the corpus file or folder at ``path`` (see the module docstring for formats)."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"corpus file {path} does not exist; check the path")
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if path.is_dir():
-        raise InputError(f"corpus path {path} is a directory; pass one .json, .jsonl or .xml(.bz2) file")
+        return folder_corpus(path, split=split, limits=limits or ReadLimits())
     if _is_xml(path):
         return read_mediawiki(path)
     if path.suffix == ".json":
         return list(_json_corpus(path))
     return list(_jsonl_corpus(path))
+
+
+def folder_corpus(folder: Path, *, split: str, limits: ReadLimits) -> list[Document]:
+    """The files under ``folder`` as documents: one per file, or one per top-level chapter or section."""
+    docs = []
+    for source in read_documents([folder], limits):
+        parts = _chapters(source) if split == "chapters" else [("", source.text)]
+        for number, (chapter, text) in enumerate(parts):
+            docs.append(Document(id=source.name if len(parts) == 1 else f"{source.name}#{number}",
+                                 title=f"{source.name} \u00b7 {chapter}" if chapter else source.name, text=text))
+    return docs
+
+
+def _chapters(source: SourceDocument) -> list[tuple[str, str]]:
+    """(title, text) of each run of sections under one top-level heading; the whole file if it has none."""
+    runs: list[tuple[str, int, int]] = []
+    for section in source.sections:
+        title = section.heading[0] if section.heading else ""
+        if runs and runs[-1][0] == title:
+            runs[-1] = (title, runs[-1][1], section.end)
+        else:
+            runs.append((title, section.start, section.end))
+    if len(runs) <= 1:
+        return [("", source.text)]
+    return [(title, source.text[start:end]) for title, start, end in runs]
 
 
 def _is_xml(path: Path) -> bool:

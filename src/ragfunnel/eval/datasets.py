@@ -15,7 +15,8 @@ Question formats (``format=``):
                ``infbench/en.qa`` and ``infbench/en.mc`` (64-token answers)
 ``jsonl``      ragfunnel's own: ``question``, ``answers`` (list) or ``answer`` (string; FlashRAG's
                ``golden_answers`` is read too), optional
-               ``id``, ``context``, ``choices``, ``task``
+               ``id``, ``context`` (or ``context_file``: a document of any format
+               ragfunnel.documents reads, relative to the dataset file), ``choices``, ``task``
 ``auto``       pick one of the above from the first record's fields
 
 Files may be a JSON list or JSON Lines. A malformed row is reported with its file and line;
@@ -35,6 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ragfunnel.documents import read_document
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.prompts import TASKS
 from ragfunnel.prompts.longbench import longbench_task
@@ -253,6 +255,19 @@ def _infbench(record: dict, index: int) -> Example:
     )
 
 
+def _with_context_file(record: dict, folder: Path, files: dict[Path, str]) -> dict:
+    """``record`` with the text of its ``context_file`` (read once per file) as its ``context``."""
+    name = record["context_file"]
+    if not isinstance(name, str) or not name.strip():
+        raise RowError("'context_file' must be a path (a string), relative to the dataset file")
+    if "context" in record:
+        raise RowError("a row gives 'context' or 'context_file', not both")
+    file = (folder / name).resolve()
+    if file not in files:
+        files[file] = read_document(file).text
+    return {k: v for k, v in record.items() if k != "context_file"} | {"context": files[file]}
+
+
 def _generic(record: dict, index: int) -> Example:
     _require(record, "question")
     key = next((k for k in ("answers", "answer", "golden_answers") if k in record), None)
@@ -290,7 +305,7 @@ def detect_format(record: dict) -> str:
     if "supporting_facts" in record or ("context" in record and "answer" in record
                                         and isinstance(record["context"], list | dict)):
         return "hotpotqa"
-    if "answers" in record or "golden_answers" in record or "context" in record:
+    if "answers" in record or "golden_answers" in record or "context" in record or "context_file" in record:
         return "jsonl"
     if isinstance(record.get("answer"), list):
         return "nq-open"
@@ -307,6 +322,7 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
     loaded = Loaded(examples=[])
     seen: set[str] = set()
     cleaner = RecordCleaner(path)
+    files: dict[Path, str] = {}
     for line, record in _records(path):
         if limit is not None and len(loaded.examples) >= limit:
             break
@@ -319,6 +335,8 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
             if fmt == "auto":
                 fmt = detect_format(record)
                 log.info("%s: reading as %s", path, fmt)
+            if "context_file" in record:
+                record = _with_context_file(record, path.parent, files)
             example = FORMATS[fmt](record, line)
             if example.id in seen:
                 raise RowError(f"duplicate id {example.id!r}")
