@@ -177,7 +177,7 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
     else:
         click.echo(prediction.answer)
         for citation in prediction.citations[:CITATIONS_SHOWN]:
-            click.echo(f"{citation.label()}  {_short_quote(citation.quote)}")
+            click.echo(f"{citation.label()}  {_short_quote(citation.quote)}", err=True)  # stdout: the answer alone
         if prediction.confidence is not None:
             click.echo(f"confidence {prediction.confidence:.2f}" + ("  (abstained: below --abstain)"
                                                                     if abstained(prediction) else ""), err=True)

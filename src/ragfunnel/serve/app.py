@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -28,9 +29,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 
+from ragfunnel.api import answer_located
+from ragfunnel.documents import LocatedContext, ReadLimits, read_context
+from ragfunnel.documents.limits import MB
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.methods import (
@@ -44,10 +51,11 @@ from ragfunnel.methods import (
 )
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
-from ragfunnel.serve.documents import DocumentStore, chunk_view, prefill
+from ragfunnel.serve.documents import DocumentStore, chunk_view, citations_view, prefill
 from ragfunnel.serve.guards import Guard
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
 from ragfunnel.serve.options import checked_options, client_options, describe_errors
+from ragfunnel.text import check_context
 from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
 from ragfunnel.types import on_stage
 
@@ -244,14 +252,21 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         job = state["jobs"].submit(work, label=f"search {body.index}")
         return await _outcome(state, settings, job, request)
 
-    @app.post(f"{API}/documents", status_code=201)
-    async def add_document(body: DocumentIn) -> dict[str, Any]:
-        check_task(body.task)
-        doc, new = state["documents"].add(body.text, body.name)
+    @app.post(f"{API}/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA)
+    async def add_document(request: Request) -> dict[str, Any]:
+        """Store a document: JSON ``{text, name, task}``, or a multipart upload of files (``file`` fields:
+        PDF, DOCX, EPUB, HTML, Markdown, text) read as one document with their pages and chapters."""
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            text, name, task, located = await _uploaded(request, settings)
+        else:
+            body = _json_body(DocumentIn, await request.body())
+            text, name, task, located = body.text, body.name, body.task, None
+        check_task(task)
+        doc, new = state["documents"].add(text, name, located)
         if new and settings.prefill:
             doc.prefill.update({"light": "queued", "strong": "queued"})
             try:
-                state["jobs"].submit(lambda job: prefill(doc, **state["models"], task=body.task),
+                state["jobs"].submit(lambda job: prefill(doc, **state["models"], task=task),
                                      label=f"prefill {doc.id}")
             except (QueueFull, Cancelled) as e:
                 why = "the server was busy" if isinstance(e, QueueFull) else "the server is stopping"
@@ -271,7 +286,10 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
     async def answer(body: AnswerIn, request: Request) -> Any:
         if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
             raise InputError("pass exactly one of document_id (a stored document), text, and index")
-        text = _document(state, body.document_id).text if body.document_id is not None else body.text
+        if body.document_id is not None:
+            located = _document(state, body.document_id).located
+        else:
+            located = None if body.text is None else LocatedContext.of_text(check_context(body.text), name="text")
         name, options = _checked_method(state, settings, body)
         label = f"{name} answer"
 
@@ -279,18 +297,18 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
             started = time.perf_counter()
             method = _built_method(state, settings, name, body.index, options)
             with on_stage(job.on_stage or (lambda stage: None)):
-                if text is None:  # a corpus method over one of the server's indexes
+                if located is None:  # a corpus method over one of the server's indexes
                     prediction = method.run(body.question, choices=body.choices)
                 else:
-                    prediction = method.run(body.question, text, choices=body.choices)
+                    prediction = answer_located(method, body.question, located, choices=body.choices)
             job.check()
             log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
                      time.perf_counter() - started, prediction.trace.input_tokens, len(body.question),
-                     len(text or ""))
-            if text is None:
+                     len(located.text) if located else 0)
+            if located is None:
                 return prediction.to_dict()
-            return {**prediction.to_dict(),
-                    "chunks": chunk_view(text, prediction, question=body.question,
+            return {**prediction.to_dict(), "citations": citations_view(located, prediction),
+                    "chunks": chunk_view(located, prediction, question=body.question,
                                          chunk_words_=body.options.get("chunk_words"))}
 
         if not body.stream:
@@ -376,6 +394,56 @@ def _search(retriever: Any, body: SearchIn) -> dict[str, Any]:
         return flat_search(retriever.index, question, body.top_k).to_dict()
     retriever.top_passages = body.top_k
     return retriever.search(question).to_dict()
+
+
+UPLOAD_FIELD = "file"
+UPLOAD_FILES = 20  # files in one upload
+UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": DocumentIn.model_json_schema()},
+    "multipart/form-data": {"schema": {"type": "object", "required": [UPLOAD_FIELD], "properties": {
+        UPLOAD_FIELD: {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": UPLOAD_FILES},
+        "name": {"type": "string", "maxLength": 1000}, "task": {"type": "string", "maxLength": 100}}}}}}}
+
+
+def _json_body(model: type[BaseModel], raw: bytes) -> Any:
+    """``raw`` parsed and validated as FastAPI does for a declared body, with the same error shapes."""
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": e.msg}}]) from None
+    except UnicodeDecodeError:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": "not UTF-8"}}]) from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise RequestValidationError([{**err, "loc": ("body", *err["loc"])}
+                                      for err in e.errors(include_url=False)]) from None
+
+
+async def _uploaded(request: Request, settings: Settings) -> tuple[str, str, str, LocatedContext]:
+    """The files of a multipart upload read as one document: (text, name, task, located). Each file is
+    written under a fresh temporary folder by its base name only, so a client never names a server path."""
+    try:
+        form = await request.form(max_files=UPLOAD_FILES, max_fields=10, max_part_size=settings.max_body_bytes)
+    except (MultiPartException, ValueError) as e:  # more files or fields than allowed, a malformed body
+        raise InputError(f"the upload cannot be read: {e}") from None
+    uploads = [v for k, v in form.multi_items() if k == UPLOAD_FIELD and isinstance(v, StarletteUpload)]
+    if not uploads:
+        raise InputError(f"the upload holds no files; send each as a multipart field named {UPLOAD_FIELD!r}")
+    name, task = str(form.get("name") or ""), str(form.get("task") or "qa")
+    limits = ReadLimits(max_document_mb=settings.max_body_bytes / MB)
+    with tempfile.TemporaryDirectory(prefix="ragfunnel-upload-") as folder:
+        paths = []
+        for i, upload in enumerate(uploads):
+            base = Path(upload.filename or "").name.strip() or f"upload-{i + 1}"
+            path = Path(folder) / f"{i:02d}" / base
+            path.parent.mkdir()
+            path.write_bytes(await upload.read())
+            paths.append(path)
+        located = await run_in_threadpool(read_context, paths, limits)
+    return located.text, name or ", ".join(d.name for d in located.documents), task, located
 
 
 def _warm_up(model: Any) -> None:

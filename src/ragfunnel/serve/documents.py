@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ragfunnel.documents import LocatedContext
 from ragfunnel.errors import InputError
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import join_chunks
@@ -36,10 +37,18 @@ class Document:
     name: str = ""
     # "light" / "strong" -> "queued" | "reading" | "kept" | "too long to keep whole" | "failed: ..."
     prefill: dict[str, str] = field(default_factory=dict)
+    located: LocatedContext | None = None  # the uploaded files it was read from, with their pages and chapters
+
+    def __post_init__(self) -> None:
+        if self.located is None:
+            self.located = LocatedContext.of_text(self.text, name=self.name or "text")
 
     def summary(self) -> dict[str, Any]:
+        files = [{"name": d.name, "format": d.format, "start": start, "pages": d.pages,
+                  "chapters": len({s.heading[0] for s in d.sections if s.heading})}
+                 for d, start in zip(self.located.documents, self.located.starts, strict=True)]
         return {"id": self.id, "name": self.name, "words": len(self.text.split()), "characters": len(self.text),
-                "prefill": dict(self.prefill)}
+                "files": files, "prefill": dict(self.prefill)}
 
 
 class DocumentStore:
@@ -50,15 +59,15 @@ class DocumentStore:
         self._docs: OrderedDict[str, Document] = OrderedDict()
         self._lock = threading.Lock()
 
-    def add(self, text: str, name: str = "") -> tuple[Document, bool]:
-        """The stored document for ``text`` and whether it is new."""
+    def add(self, text: str, name: str = "", located: LocatedContext | None = None) -> tuple[Document, bool]:
+        """The stored document for ``text`` (read from ``located``'s files, if given) and whether it is new."""
         text = check_context(text, source="the document text")
         doc_id = hashlib.sha256(text.encode()).hexdigest()[:16]
         with self._lock:
             if doc_id in self._docs:
                 self._docs.move_to_end(doc_id)
                 return self._docs[doc_id], False
-            doc = self._docs[doc_id] = Document(doc_id, text, name)
+            doc = self._docs[doc_id] = Document(doc_id, text, name, located=located)
             while len(self._docs) > self.limit:
                 self._docs.popitem(last=False)
         return doc, True
@@ -97,11 +106,13 @@ def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None
         raise
 
 
-def chunk_view(text: str, prediction: Prediction, *, question: str, chunk_words_: int | None = None) -> list[dict]:
-    """Each chunk of ``text`` with its question score (BM25, max-normalised), its draft score (the best
-    over the drafts, max-normalised; None without drafts) and whether the answering model read it."""
+def chunk_view(located: LocatedContext, prediction: Prediction, *, question: str,
+               chunk_words_: int | None = None) -> list[dict]:
+    """Each chunk of the text with its question score (BM25, max-normalised), its draft score (the best
+    over the drafts, max-normalised; None without drafts), whether the answering model read it, and where
+    it lies (file, page or chapter)."""
     size = chunk_words_ or DEFAULT_CHUNK_WORDS
-    chunks = chunk_words(text, chunk_words=size)
+    chunks = chunk_words(located.text, chunk_words=size)
     if not chunks:
         raise InputError("the document has no words")
     index = BM25Index([c.text for c in chunks])
@@ -114,5 +125,19 @@ def chunk_view(text: str, prediction: Prediction, *, question: str, chunk_words_
     return [{"position": c.position, "text": c.text,
              "question_score": round(float(question_scores[i]), 4),
              "draft_score": None if draft_scores is None else round(float(np.asarray(draft_scores)[i]), 4),
-             "read": c.position in read}
+             "read": c.position in read, "start": c.start, "where": _where(located, c.start or 0)}
             for i, c in enumerate(chunks)]
+
+
+def _where(located: LocatedContext, offset: int) -> str:
+    place = located.locate(offset)
+    section = place.section.describe() if place.section else ""
+    named = len(located.documents) > 1 or place.document.format != "text"
+    return " \u00b7 ".join(part for part in (place.document.name if named else "", section) if part)
+
+
+def citations_view(located: LocatedContext, prediction: Prediction) -> list[dict]:
+    """The prediction's citations, each with ``context_start``: where its quote begins in the stored text
+    (the inspector scrolls there)."""
+    starts = {d.name: start for d, start in zip(located.documents, located.starts, strict=True)}
+    return [{**c.to_dict(), "context_start": starts[c.file] + c.start} for c in prediction.citations]
