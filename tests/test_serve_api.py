@@ -208,3 +208,36 @@ def test_search_names_the_indexes_the_server_has(client):
     r = client.post("/v1/search", json={"index": "../etc", "question": "q?"})
     assert r.status_code == 404 and "none (start it with --index NAME=DIR)" in r.json()["detail"]
     assert client.post("/v1/search", json={"index": "x", "question": "q?", "top_k": 0}).status_code == 422
+
+
+def test_documents_are_uploaded_as_files_and_answers_cite_their_pages(client, tmp_path):
+    from tests.documents_helpers import make_pdf
+
+    pdf = make_pdf(tmp_path / "timetable.pdf", ["Harbour notes " * 40, "The ferry to Gull Rock leaves at nine."])
+    files = [("file", ("timetable.pdf", pdf.read_bytes(), "application/pdf")),
+             ("file", ("../../etc/notes.md", b"# Gulls\n\nGulls nest on the rock.\n", "text/markdown"))]
+    doc = client.post("/v1/documents", files=files, data={"name": "harbour"})
+    assert doc.status_code == 201, doc.text
+    doc = doc.json()
+    assert doc["name"] == "harbour"
+    assert [(f["name"], f["format"], f["pages"]) for f in doc["files"]] == [("timetable.pdf", "pdf", 2),
+                                                                           ("notes.md", "markdown", 0)]
+    r = client.post("/v1/answer", json={"question": "When does the ferry to Gull Rock leave?",
+                                         "document_id": doc["id"], "method": "op", "options": {"chunk_words": 20}})
+    body = r.json()
+    first = body["citations"][0]
+    assert (first["file"], first["page"]) == ("timetable.pdf", 2)
+    assert first["quote"] == "The ferry to Gull Rock leaves at nine."
+    text = client.get(f"/v1/documents/{doc['id']}").json()["text"]
+    assert text[first["context_start"]:].startswith(first["quote"])
+    assert any(c["where"] == "timetable.pdf · p. 2" for c in body["chunks"])
+
+
+@pytest.mark.parametrize(("files", "status", "match"), [
+    ([("file", ("locked.pdf", b"%PDF-1.4 garbage", "application/pdf"))], 422, "damaged"),
+    ([("other", ("a.txt", b"text", "text/plain"))], 422, "holds no files"),
+    ([("file", (f"f{i}.txt", b"text", "text/plain")) for i in range(21)], 400, "Too many files"),
+])
+def test_bad_uploads_get_one_line(client, files, status, match):
+    r = client.post("/v1/documents", files=files)
+    assert r.status_code == status and match in r.json()["detail"]

@@ -33,7 +33,6 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.formparsers import MultiPartException
 
 from ragfunnel.api import answer_located
 from ragfunnel.documents import LocatedContext, ReadLimits, read_context
@@ -425,10 +424,8 @@ def _json_body(model: type[BaseModel], raw: bytes) -> Any:
 async def _uploaded(request: Request, settings: Settings) -> tuple[str, str, str, LocatedContext]:
     """The files of a multipart upload read as one document: (text, name, task, located). Each file is
     written under a fresh temporary folder by its base name only, so a client never names a server path."""
-    try:
-        form = await request.form(max_files=UPLOAD_FILES, max_fields=10, max_part_size=settings.max_body_bytes)
-    except (MultiPartException, ValueError) as e:  # more files or fields than allowed, a malformed body
-        raise InputError(f"the upload cannot be read: {e}") from None
+    # Too many files or fields, or a malformed body: Starlette answers 400 with the reason.
+    form = await request.form(max_files=UPLOAD_FILES, max_fields=10, max_part_size=settings.max_body_bytes)
     uploads = [v for k, v in form.multi_items() if k == UPLOAD_FIELD and isinstance(v, StarletteUpload)]
     if not uploads:
         raise InputError(f"the upload holds no files; send each as a multipart field named {UPLOAD_FIELD!r}")
