@@ -10,7 +10,10 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,11 +180,12 @@ def test_sigterm_answers_running_and_queued_requests_and_exits_within_two_second
     assert "Traceback" not in stderr and "ASGI" not in stderr, stderr
 
 
-def drive_inspector(url: str, text: str, question: str, screenshot: Path, method: str = "fb") -> Path:
-    """Load the page in headless chromium, paste ``text``, ask, wait for the answer and the read chunks."""
+@contextmanager
+def inspector(url: str) -> Iterator[Any]:
+    """The inspector page in headless chromium, once it has reached the server."""
     webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the [serve] extra)")
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import WebDriverWait
 
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     if not chromium or not driver_path:
@@ -194,12 +198,29 @@ def drive_inspector(url: str, text: str, question: str, screenshot: Path, method
     try:
         browser.get(url + "/")
         WebDriverWait(browser, 30).until(lambda b: "light" in b.find_element(By.ID, "models").text)
+        yield browser
+    finally:
+        browser.quit()
+
+
+def ask_in(browser: Any, question: str, method: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    browser.find_element(By.ID, "question").send_keys(question)
+    Select(browser.find_element(By.ID, "method")).select_by_value(method)
+    browser.find_element(By.ID, "ask").click()
+    WebDriverWait(browser, 900).until(lambda b: b.find_element(By.ID, "status").text.startswith(("done", "4", "5")))
+    assert browser.find_element(By.ID, "status").text.startswith("done"), browser.find_element(By.ID, "status").text
+
+
+def drive_inspector(url: str, text: str, question: str, screenshot: Path, method: str = "fb") -> Path:
+    """Load the page in headless chromium, paste ``text``, ask, wait for the answer and the read chunks."""
+    from selenium.webdriver.common.by import By
+
+    with inspector(url) as browser:
         browser.execute_script("document.getElementById('text').value = arguments[0]", text)
-        browser.find_element(By.ID, "question").send_keys(question)
-        Select(browser.find_element(By.ID, "method")).select_by_value(method)
-        browser.find_element(By.ID, "ask").click()
-        WebDriverWait(browser, 900).until(lambda b: b.find_element(By.ID, "status").text.startswith(("done", "4", "5")))
-        assert browser.find_element(By.ID, "status").text.startswith("done"), browser.find_element(By.ID, "status").text
+        ask_in(browser, question, method)
         assert browser.find_element(By.ID, "answer").text.strip()
         read = browser.find_elements(By.CSS_SELECTOR, "#chunks .chunk.read")
         assert read and len(read) < len(browser.find_elements(By.CSS_SELECTOR, "#chunks .chunk"))
@@ -209,9 +230,31 @@ def drive_inspector(url: str, text: str, question: str, screenshot: Path, method
         shown = float(browser.find_element(By.ID, "confidence-value").text)
         assert 0 <= shown <= 1 and "support" in browser.find_element(By.ID, "signals").text
         browser.save_screenshot(str(screenshot))
-    finally:
-        browser.quit()
     return screenshot
+
+
+def test_the_inspector_uploads_a_pdf_and_a_citation_scrolls_to_its_page(server, tmp_path):
+    """Upload a PDF through the file button, ask, click the first citation: its passage is marked."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.documents_helpers import make_pdf
+
+    url, _ = server
+    pdf = make_pdf(tmp_path / "ferry.pdf", ["Harbour notes about gulls and boats."] * 3
+                   + ["The ferry to Gull Rock leaves at nine every morning."])
+    with inspector(url) as browser:
+        browser.find_element(By.ID, "upload").send_keys(str(pdf))
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "status").text.startswith(("stored", "4")))
+        assert "ferry.pdf (4 pages)" in browser.find_element(By.ID, "status").text
+        ask_in(browser, "When does the ferry to Gull Rock leave?", "op")
+        citations = browser.find_elements(By.CSS_SELECTOR, "#citations a.citation")
+        assert citations and citations[0].text.startswith("[ferry.pdf · p. ")
+        citations[0].click()
+        marked = browser.find_elements(By.CSS_SELECTOR, "#chunks mark")
+        assert marked and marked[0].text in browser.find_element(By.CSS_SELECTOR, "#citations q").text
+        assert "p. " in browser.find_element(By.CSS_SELECTOR, "#chunks .chunk .where").text
+        browser.save_screenshot(str(tmp_path / "upload.png"))
 
 
 def test_stored_and_inline_answers_match_the_cli(server, tmp_path):

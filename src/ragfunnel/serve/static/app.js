@@ -11,6 +11,18 @@ function headers() {
   return h;
 }
 
+// POST the chosen files as one multipart upload (the browser sets the multipart Content-Type itself).
+async function upload(files) {
+  const form = new FormData();
+  for (const file of files) form.append("file", file, file.name);
+  const h = headers();
+  delete h["Content-Type"];
+  const response = await fetch("/v1/documents", { method: "POST", headers: h, body: form });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(`${response.status}: ${describe(data.detail)}`);
+  return data;
+}
+
 async function api(path, body) {
   const response = await fetch("/v1" + path, body === undefined ? { headers: headers() }
     : { method: "POST", headers: headers(), body: JSON.stringify(body) });
@@ -118,9 +130,44 @@ function showConfidence(result) {
   ] : []));
 }
 
+// Each citation as a link: its file, page or chapter, and quote; a click scrolls to the passage and marks it.
+function showCitations(result) {
+  $("citations").replaceChildren(...(result.citations || []).map((c) => {
+    const li = document.createElement("li");
+    const a = document.createElement("a");
+    a.href = "#";
+    a.className = "citation";
+    a.textContent = c.label;
+    a.addEventListener("click", (e) => { e.preventDefault(); highlight(c); });
+    const quote = document.createElement("q");
+    quote.textContent = c.quote;
+    li.append(a, text(" "), quote);
+    return li;
+  }));
+}
+
+function highlight(citation) {
+  const chunks = [...document.querySelectorAll("#chunks .chunk")];
+  const holder = chunks.filter((div) => Number(div.dataset.start) <= citation.context_start).pop();
+  if (!holder) return;
+  for (const old of document.querySelectorAll("#chunks mark")) old.replaceWith(text(old.textContent));
+  const body = holder.querySelector(".chunk-text");
+  const at = body.textContent.indexOf(citation.quote);
+  if (at >= 0) {
+    const whole = body.textContent;
+    const mark = document.createElement("mark");
+    mark.textContent = citation.quote;
+    body.replaceChildren(text(whole.slice(0, at)), mark, text(whole.slice(at + citation.quote.length)));
+  }
+  holder.scrollIntoView({ behavior: "smooth", block: "center" });
+  holder.classList.add("cited");
+  setTimeout(() => holder.classList.remove("cited"), 2000);
+}
+
 function show(result) {
   $("result").hidden = false;
   $("answer").textContent = result.answer;
+  showCitations(result);
   $("answered-by").textContent = `${result.method} · ${result.trace.seconds.toFixed(1)} s · ${result.trace.input_tokens} input tokens`;
   showConfidence(result);
   const longest = Math.max(...result.trace.stages.map((s) => s.seconds), 0.001);
@@ -145,7 +192,8 @@ function show(result) {
     const div = document.createElement("div");
     div.className = "chunk" + (c.read ? " read" : "");
     div.dataset.position = c.position;
-    div.title = `chunk ${c.position}: question ${c.question_score}` + (c.draft_score === null ? "" : `, drafts ${c.draft_score}`)
+    div.dataset.start = c.start;
+    div.title = (c.where ? `${c.where}; ` : "") + `chunk ${c.position}: question ${c.question_score}` + (c.draft_score === null ? "" : `, drafts ${c.draft_score}`)
       + (c.read ? ", read by the answering model" : "");
     const scores = document.createElement("div");
     scores.className = "scores";
@@ -154,7 +202,17 @@ function show(result) {
     const d = document.createElement("span");
     d.style.background = c.draft_score === null ? "transparent" : `rgba(230, 126, 34, ${0.08 + 0.8 * c.draft_score})`;
     scores.append(q, d);
-    div.append(scores, text(c.text));
+    const body = document.createElement("div");
+    body.className = "chunk-text";
+    body.textContent = c.text;
+    if (c.where) {
+      const where = document.createElement("div");
+      where.className = "where";
+      where.textContent = c.where;
+      div.append(scores, where, body);
+    } else {
+      div.append(scores, body);
+    }
     return div;
   }));
 }
@@ -221,10 +279,17 @@ async function start() {
   $("compare").addEventListener("click", onCompare);
   $("question").addEventListener("keydown", (e) => { if (e.key === "Enter") onAsk(); });
   $("upload").addEventListener("change", async () => {
-    const file = $("upload").files[0];
-    if (!file) return;
-    const doc = await api("/documents", { text: await file.text(), name: file.name }).catch((e) => status(e.message, true));
-    if (doc) { await load(); $("stored").value = doc.id; $("text").value = ""; status(`stored ${file.name} (${doc.words} words)`); }
+    const files = [...$("upload").files];
+    if (!files.length) return;
+    status("reading…");
+    const doc = await upload(files).catch((e) => status(e.message, true));
+    if (doc) {
+      await load();
+      $("stored").value = doc.id;
+      $("text").value = "";
+      const parts = doc.files.map((f) => f.name + (f.pages ? ` (${f.pages} pages)` : f.chapters ? ` (${f.chapters} chapters)` : ""));
+      status(`stored ${parts.join(", ")}: ${doc.words} words`);
+    }
   });
   await load();
 }
