@@ -8,12 +8,10 @@ import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
-from defusedxml import ElementTree
-
 from ragfunnel.documents.limits import ReadLimits, open_zip, read_xml_part
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
 from ragfunnel.documents.xhtml import first_heading, html_text, parse_html
-from ragfunnel.errors import InputError
+from ragfunnel.errors import InputError, MissingExtra
 
 
 def read_epub(path: Path, limits: ReadLimits) -> SourceDocument:
@@ -92,6 +90,10 @@ def _join(base: str, href: str) -> str:
 
 
 def _xml(archive: zipfile.ZipFile, name: str, path: Path):
+    try:
+        from defusedxml import ElementTree
+    except ImportError:
+        raise MissingExtra("defusedxml", "documents") from None
     data = read_xml_part(archive, name, path)
     try:
         return ElementTree.fromstring(data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragfunnel.documents.model import DocumentBuilder, Section, SourceDocument
-from ragfunnel.errors import InputError
+from ragfunnel.errors import InputError, MissingExtra
 from ragfunnel.text.context import check_context
 
 
@@ -30,7 +30,10 @@ def read_markdown(path: Path, raw: bytes) -> SourceDocument:
 
 def markdown_document(name: str, text: str, *, format: str) -> SourceDocument:
     """Markdown source kept as written, one section per heading with its heading path."""
-    from markdown_it import MarkdownIt
+    try:
+        from markdown_it import MarkdownIt
+    except ImportError:
+        raise MissingExtra("markdown-it-py", "documents") from None
 
     lines = text.splitlines(keepends=True)
     tokens = MarkdownIt("commonmark").parse(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ragfunnel.errors import MissingExtra
+
 _BLOCKS = {"p", "div", "section", "article", "li", "ul", "ol", "tr", "table", "blockquote", "pre", "br", "hr",
            "h1", "h2", "h3", "h4", "h5", "h6", "dt", "dd", "figcaption", "header", "footer", "aside", "nav"}
 _SKIP = {"script", "style", "head", "noscript", "template"}
@@ -13,7 +15,10 @@ _BLANK_LINES = re.compile(r"\n\s*\n+")
 
 
 def parse_html(data: bytes):
-    import lxml.html
+    try:
+        import lxml.html
+    except ImportError:
+        raise MissingExtra("lxml", "documents") from None
 
     parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True)
     return lxml.html.document_fromstring(data, parser=parser)
