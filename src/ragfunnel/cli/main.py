@@ -132,7 +132,8 @@ def method_options(command: Callable) -> Callable:
                    "--prefer quality) only while the answer's confidence is low; "
                    "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
-                   "with --index: funnel (FunnelRAG), drag (demonstrations + documents, one call), iterdrag "
+                   "with --index: funnel (FunnelRAG), fb (FB-RAG over the funnel's top documents, citing them), "
+                   "drag (demonstrations + documents, one call), iterdrag "
                    f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with "
                    "--index].")
 @click.option("--documents", type=click.IntRange(0, 10_000),
@@ -162,7 +163,7 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
                           "not both or neither")
     method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
     check_source(method, index=index_dir)
-    _refuse_options(method, options, flags=given)
+    _refuse_options(method, options, flags=given, over_index=index_dir is not None)
     located = read_context(list(context_paths), limits) if context_paths else None
     chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
     if below is not None:
@@ -184,14 +185,14 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
         click.echo(_summary(prediction), err=True)
 
 
-def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str]) -> None:
+def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str], over_index: bool = False) -> None:
     """Refuse the options ``method`` does not take, named as the command line spells them (``make_method``
     names keywords, some of which have no flag)."""
-    takes = options_of(method)
+    takes = options_of(method, over_index=over_index)
     unknown = sorted(set(options) - set(takes))
     if not unknown:
         return
-    if method_kind(method) == "context":
+    if method_kind(method) == "context" and not over_index:
         corpus = [m for m in CORPUS_METHODS if unknown[0] in options_of(m)]
         if corpus:
             raise ConfigError(f"{_flag(unknown[0])} goes with --index and --method {' or '.join(corpus)}")

@@ -74,7 +74,7 @@ class FunnelRetriever:
         index: CorpusIndex,
         *,
         pre_ranker: PreRanker,
-        post_ranker: PostRanker,
+        post_ranker: PostRanker | None,  # None: only the first two stages are used
         top_clusters: int | None = None,
         top_documents: int = 8,
         top_passages: int = 4,

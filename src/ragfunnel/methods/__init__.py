@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
 from ragfunnel.methods.auto import Auto
+from ragfunnel.methods.corpus_fb import CorpusFBRAG
 from ragfunnel.methods.drag import DRAG
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.funnel import FunnelRAG
@@ -69,6 +70,8 @@ _CORPUS: dict[str, tuple[Callable[..., CorpusMethod], type]] = {
     "drag": (DRAG, DRAG),
     "iterdrag": (IterDRAG, IterDRAG),
 }
+# Context methods that also answer over a corpus index, and what they become there.
+_OVER_INDEX: dict[str, type] = {"fb": CorpusFBRAG}
 METHODS: dict[str, tuple[Callable[..., Method], type]] = {**_CONTEXT, **_CORPUS}
 CONTEXT_METHODS = tuple(_CONTEXT)
 CORPUS_METHODS = tuple(_CORPUS)
@@ -88,16 +91,19 @@ def method_kind(name: str) -> Literal["context", "corpus"]:
     return "corpus" if name in _CORPUS else "context"
 
 
-def options_of(name: str) -> list[str]:
-    """The keyword options method ``name`` accepts (a corpus method's ``index`` is not one of them)."""
-    return [p for p in inspect.signature(_registered(name)[1].__init__).parameters if p not in ("self", "index")]
+def options_of(name: str, *, over_index: bool = False) -> list[str]:
+    """The keyword options method ``name`` accepts (a corpus method's ``index`` is not one of them), over a
+    context or (``over_index``) over a corpus index."""
+    cls = _OVER_INDEX[name] if over_index and name in _OVER_INDEX else _registered(name)[1]
+    return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "index")]
 
 
 def check_source(name: str, *, index: CorpusIndex | str | Path | None) -> None:
     """Refuse a corpus method without an index, and a context method given one."""
     kind = method_kind(name)
-    if kind == "context" and index is not None:
-        raise ConfigError(f"--index answers with --method {', '.join(CORPUS_METHODS)}; {name} reads a --context")
+    if kind == "context" and index is not None and name not in _OVER_INDEX:
+        raise ConfigError(f"--index answers with --method {', '.join([*CORPUS_METHODS, *_OVER_INDEX])}; "
+                          f"{name} reads a --context")
     if kind == "corpus" and index is None:
         raise ConfigError(f"--method {name} answers from a corpus index; pass --index DIR instead of --context")
 
@@ -106,12 +112,15 @@ def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, **o
     """Build method ``name``: a corpus method on ``index`` (a :class:`CorpusIndex` or its directory), a
     context method without one. Options it does not take are an error that lists the ones it does."""
     check_source(name, index=index)
-    valid = options_of(name)
+    valid = options_of(name, over_index=index is not None)
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        raise ConfigError(f"method {name} does not take {', '.join(unknown)}; it takes {', '.join(valid)}")
-    factory, _ = _registered(name)
-    return factory(**options) if index is None else factory(index=index, **options)
+        where = " over an index" if index is not None and method_kind(name) == "context" else ""
+        raise ConfigError(f"method {name}{where} does not take {', '.join(unknown)}; it takes {', '.join(valid)}")
+    if index is None:
+        return _registered(name)[0](**options)
+    factory = _OVER_INDEX.get(name) or _registered(name)[0]
+    return factory(index=index, **options)
 
 
 __all__ = ["METHODS", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",

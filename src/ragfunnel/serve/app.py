@@ -473,7 +473,7 @@ def _checked_method(state: dict[str, Any], settings: Settings, body: AnswerIn) -
         raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     options = {**checked_options(name, body.options), "task": check_task(body.task)}
     check_source(name, index=None if body.index is None else _index(state, body.index))
-    takes = set(options_of(name))
+    takes = set(options_of(name, over_index=body.index is not None))
     return name, options | {option: spec for option, spec in settings.operator_options().items() if option in takes}
 
 
