@@ -59,7 +59,7 @@ def test_a_method_and_its_source_must_match(index):
     with pytest.raises(ConfigError, match="^--method drag answers from a corpus index; pass --index DIR instead "
                                           "of --context$"):
         make_method("drag")
-    with pytest.raises(ConfigError, match="^--index answers with --method funnel, drag, iterdrag; op reads a "
+    with pytest.raises(ConfigError, match="^--index answers with --method funnel, drag, iterdrag, fb; op reads a "
                                           "--context$"):
         make_method("op", index=index)
 

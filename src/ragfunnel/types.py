@@ -164,6 +164,11 @@ class Trace:
         raise KeyError(f"no stage named {name!r}; stages are {[s.name for s in self.stages]}")
 
 
+def page_text(page: int, label: str | None) -> str:
+    """``p. 12``, or ``p. 12 (xii)`` where the page prints another number than its place."""
+    return f"p. {page}" + (f" ({label})" if label and label != str(page) else "")
+
+
 @dataclass(frozen=True)
 class Citation:
     """Where an answer came from: a file, its page or section, and the sentence that best supports the
@@ -181,10 +186,7 @@ class Citation:
     def label(self) -> str:
         """``[moby-dick.epub · "Chapter 16. The Ship."]``, ``[paper.pdf · p. 12 (xii)]``,
         ``[notes.txt · lines 3–9]``."""
-        where = []
-        if self.page is not None:
-            shown = f" ({self.page_label})" if self.page_label and self.page_label != str(self.page) else ""
-            where.append(f"p. {self.page}{shown}")
+        where = [] if self.page is None else [page_text(self.page, self.page_label)]
         if self.section:
             where.append(f'"{self.section}"')
         if self.lines is not None and self.page is None:

@@ -6,6 +6,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from ragfunnel.text.chunking import FILE_SEPARATOR
+from ragfunnel.types import page_text
 
 
 @dataclass(frozen=True)
@@ -20,10 +21,7 @@ class Section:
 
     def describe(self) -> str:
         """How a citation names it: ``p. 12 (xii)`` and/or the innermost heading."""
-        parts = []
-        if self.page is not None:
-            label = f" ({self.page_label})" if self.page_label and self.page_label != str(self.page) else ""
-            parts.append(f"p. {self.page}{label}")
+        parts = [] if self.page is None else [page_text(self.page, self.page_label)]
         if self.heading:
             parts.append(f'"{self.heading[-1]}"')
         return " ".join(parts)

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.documents import LocatedContext, Section, SourceDocument, cite
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import check_question
 from ragfunnel.methods.fbrag import FBRAG
-from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ranker
+from ragfunnel.methods.funnel import open_funnel
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker
 from ragfunnel.types import Prediction, Trace
 
 
@@ -38,13 +38,8 @@ class CorpusFBRAG:
         chunk_words: int = 300,
         seed: int = 0,
     ):
-        self.index = index if isinstance(index, CorpusIndex) else CorpusIndex(index)
-        self.retriever = FunnelRetriever(
-            self.index,
-            pre_ranker=(load_pre_ranker(pre_ranker, stored=self.index.document_vectors, embedder=self.index.embedder)
-                        if isinstance(pre_ranker, str) else pre_ranker),
-            post_ranker=None, top_clusters=top_clusters, top_documents=top_documents,
-        )
+        self.index, self.retriever = open_funnel(index, pre_ranker=pre_ranker, post_ranker=None,
+                                                 top_clusters=top_clusters, top_documents=top_documents)
         self.fb = FBRAG(light=light, strong=strong, task=task, budget=budget, stage1_budget=stage1_budget,
                         samples=samples, chunk_words=chunk_words, seed=seed, draft_from="selection")
 

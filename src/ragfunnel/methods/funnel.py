@@ -15,6 +15,18 @@ from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ra
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
 
+def open_funnel(index: CorpusIndex | str | Path, *, pre_ranker: str | PreRanker, post_ranker: PostRanker | None,
+                top_clusters: int | None, top_documents: int, top_passages: int = 4
+                ) -> tuple[CorpusIndex, FunnelRetriever]:
+    """The index (opened from its directory if need be) and a funnel over it; a pre-ranker named by spec
+    uses the index's stored document vectors and embedder."""
+    index = index if isinstance(index, CorpusIndex) else CorpusIndex(index)
+    if isinstance(pre_ranker, str):
+        pre_ranker = load_pre_ranker(pre_ranker, stored=index.document_vectors, embedder=index.embedder)
+    return index, FunnelRetriever(index, pre_ranker=pre_ranker, post_ranker=post_ranker, top_clusters=top_clusters,
+                                  top_documents=top_documents, top_passages=top_passages)
+
+
 class FunnelRAG:
     """Retrieval (BM25 clusters) -> pre-ranking (documents) -> post-ranking (passages) -> answer."""
 
@@ -33,17 +45,13 @@ class FunnelRAG:
         top_passages: int = 4,
         max_tokens: int | None = None,
     ):
-        self.index = index if isinstance(index, CorpusIndex) else CorpusIndex(index)
         self.strong = strong
         self.task = check_task(task)
         self.max_tokens = max_tokens or answer_tokens(task)
-        self.retriever = FunnelRetriever(
-            self.index,
-            pre_ranker=(load_pre_ranker(pre_ranker, stored=self.index.document_vectors, embedder=self.index.embedder)
-                        if isinstance(pre_ranker, str) else pre_ranker),
+        self.index, self.retriever = open_funnel(
+            index, pre_ranker=pre_ranker, top_clusters=top_clusters, top_documents=top_documents,
             post_ranker=load_post_ranker(post_ranker) if isinstance(post_ranker, str) else post_ranker,
-            top_clusters=top_clusters, top_documents=top_documents, top_passages=top_passages,
-        )
+            top_passages=top_passages)
 
     def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
         question = check_question(question)
