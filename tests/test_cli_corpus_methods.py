@@ -37,7 +37,7 @@ def test_drag_demonstrations_hold_each_question_its_answer_and_documents(index_d
 @pytest.mark.parametrize("args, message", [
     (["--method", "drag", "--iterations", "2"], "--method drag does not take --iterations"),
     (["--method", "funnel", "--shots", "1"], "--method funnel does not take --shots"),
-    (["--method", "op"], "--index answers with --method funnel, drag, iterdrag; op reads a --context"),
+    (["--method", "op"], "--index answers with --method funnel, drag, iterdrag, fb; op reads a --context"),
     (["--method", "drag", "--shots", "3"], "--shots 3 needs 3 demonstrations but only 0 were given"),
 ])
 def test_corpus_methods_refuse_options_they_do_not_take(index_dir, args, message):
