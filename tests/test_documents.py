@@ -256,3 +256,12 @@ def test_a_folder_corpus_is_one_document_per_file_or_per_chapter(tmp_path):
     assert [d.title for d in by_chapter] == ["book.epub · Chapter 1. Loomings.", "book.epub · Chapter 2. The Bag.",
                                              "memo.pdf", "notes.md"]
     assert by_chapter[1].text.endswith("I stuffed a shirt.") and "Ishmael" not in by_chapter[1].text
+
+
+def test_a_long_unpunctuated_stretch_is_quoted_around_the_answer():
+    text = " ".join(f"word{i}" for i in range(200)) + " the keeper is Ada Brun and " + " ".join(
+        f"tail{i}" for i in range(200))
+    context = LocatedContext.of_text(text)
+    [citation] = cite(_prediction("Ada Brun", chunk_words(text, chunk_words=1000)), context, "Who is the keeper?")
+    assert "Ada Brun" in citation.quote and len(citation.quote) <= 400
+    assert text[citation.start:citation.end] == citation.quote and citation.quote[0] != " "

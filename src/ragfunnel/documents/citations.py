@@ -61,8 +61,23 @@ def _best_sentence(text: str, start: int, end: int, answer: set[str],
         words = _words(stripped)
         score = 2.0 * len(words & answer) + len(words & question)
         if best is None or score > best[0]:
-            best = (score, a, min(b, a + QUOTE_CHARS))
+            best = (score, *_focus(text, a, b, answer or question))
     return best
+
+
+def _focus(text: str, start: int, end: int, words: set[str]) -> tuple[int, int]:
+    """``start``..``end``, or for a sentence longer than a quote, the quote-sized stretch of it (whole words)
+    that begins a little before its first word from ``words``."""
+    if end - start <= QUOTE_CHARS:
+        return start, end
+    hit = next((m.start() for m in _TOKEN.finditer(text, start, end) if m.group().lower() in words), start)
+    a = max(start, hit - QUOTE_CHARS // 3)
+    if a > start:
+        a = text.find(" ", a, hit) + 1 or a
+    b = min(end, a + QUOTE_CHARS)
+    if b < end:
+        b = text.rfind(" ", a, b) if text.rfind(" ", a, b) > hit else b
+    return a, b
 
 
 def _citation(context: LocatedContext, start: int, end: int) -> Citation:

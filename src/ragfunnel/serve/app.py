@@ -53,6 +53,16 @@ from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 from ragfunnel.serve.documents import DocumentStore, chunk_view, citations_view, prefill
 from ragfunnel.serve.guards import Guard
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
+from ragfunnel.serve.openai_compat import (
+    CHAT_PATH,
+    ChatIn,
+    ChunkWriter,
+    answer_request,
+    completion,
+    error_body,
+    method_of,
+    model_ids,
+)
 from ragfunnel.serve.options import checked_options, client_options, describe_errors
 from ragfunnel.text import check_context
 from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
@@ -63,6 +73,7 @@ log = logging.getLogger("ragfunnel.serve")
 API = "/v1"
 QUESTION_CHARS = 20_000  # a question longer than this is a document sent in the wrong field
 STATIC = Path(str(files("ragfunnel.serve") / "static"))
+STARTED = int(time.time())
 
 
 def _clean(value: Any) -> Any:
@@ -193,12 +204,11 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     @app.exception_handler(RagfunnelError)
     async def library_error(request: Request, error: RagfunnelError) -> JSONResponse:
-        return BrowserSafeJSON({"detail": str(error)}, status_code=_status(error))
+        return _error(request, _status(error), str(error))
 
     @app.exception_handler(QueueFull)
     async def busy(request: Request, error: QueueFull) -> JSONResponse:
-        return BrowserSafeJSON({"detail": str(error)}, status_code=429,
-                               headers={"Retry-After": str(error.retry_after)})
+        return _error(request, 429, str(error), headers={"Retry-After": str(error.retry_after)})
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -206,7 +216,7 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         if error.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's own words
             detail = ("the request body could not be read as JSON (it is not UTF-8 text, or nests too deeply); "
                       "send one JSON object encoded as UTF-8")
-        return BrowserSafeJSON({"detail": detail}, status_code=error.status_code, headers=error.headers)
+        return _error(request, error.status_code, detail, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -218,7 +228,8 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
                       f"character {first['loc'][-1]}); send one JSON object")
         else:
             detail = describe_errors(error.errors())
-        return BrowserSafeJSON({"detail": detail, "errors": errors}, status_code=422)
+        return _error(request, 422, detail, extra={"errors": errors},
+                      param=".".join(str(p) for p in first["loc"][1:]) or None)
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> FileResponse:
@@ -231,9 +242,13 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     @app.get(f"{API}/models")
     async def models() -> dict[str, Any]:
-        return {role: {"spec": spec, "name": llm.name, "fingerprint": llm.fingerprint,
-                       "context_window": llm.context_window}
-                for (role, llm), spec in zip(state["models"].items(), (settings.light, settings.strong), strict=True)}
+        """The loaded models by role, and (``data``, OpenAI's list) the ``ragfunnel-METHOD`` chat models."""
+        roles = {role: {"spec": spec, "name": llm.name, "fingerprint": llm.fingerprint,
+                        "context_window": llm.context_window}
+                 for (role, llm), spec in zip(state["models"].items(), (settings.light, settings.strong), strict=True)}
+        listed = [{"id": model, "object": "model", "created": STARTED, "owned_by": "ragfunnel"}
+                  for model in model_ids(list(METHODS))]
+        return {**roles, "object": "list", "data": listed}
 
     @app.get(f"{API}/methods")
     async def methods() -> dict[str, Any]:
@@ -283,36 +298,26 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     @app.post(f"{API}/answer", response_model=None)
     async def answer(body: AnswerIn, request: Request) -> Any:
-        if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
-            raise InputError("pass exactly one of document_id (a stored document), text, and index")
-        if body.document_id is not None:
-            located = _document(state, body.document_id).located
-        else:
-            located = None if body.text is None else LocatedContext.of_text(check_context(body.text), name="text")
-        name, options = _checked_method(state, settings, body)
-        label = f"{name} answer"
-
-        def work(job: Job) -> dict[str, Any]:
-            started = time.perf_counter()
-            method = _built_method(state, settings, name, body.index, options)
-            with on_stage(job.on_stage or (lambda stage: None)):
-                if located is None:  # a corpus method over one of the server's indexes
-                    prediction = method.run(body.question, choices=body.choices)
-                else:
-                    prediction = answer_located(method, body.question, located, choices=body.choices)
-            job.check()
-            log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
-                     time.perf_counter() - started, prediction.trace.input_tokens, len(body.question),
-                     len(located.text) if located else 0)
-            if located is None:
-                return prediction.to_dict()
-            return {**prediction.to_dict(), "citations": citations_view(located, prediction),
-                    "chunks": chunk_view(located, prediction, question=body.question,
-                                         chunk_words_=body.options.get("chunk_words"))}
-
+        label, work = _answer_job(state, settings, body)
         if not body.stream:
             return await _outcome(state, settings, state["jobs"].submit(work, label=label), request)
         return _stream(state, settings, work, label, request)
+
+    @app.post(CHAT_PATH, response_model=None, openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": ChatIn.model_json_schema()}}}})
+    async def chat(request: Request) -> Any:
+        """OpenAI's chat completions: ``model`` is ``ragfunnel-METHOD`` (GET /v1/models lists them)."""
+        body = _json_body(ChatIn, await request.body())
+        method = method_of(body.model, list(METHODS))
+        if method is None:
+            raise HTTPException(404, f"unknown model {body.model!r}; models are {', '.join(model_ids(list(METHODS)))}")
+        answer_in = _json_body(AnswerIn, json.dumps(answer_request(body, method)).encode())
+        label, work = _answer_job(state, settings, answer_in)
+        if not body.stream:
+            result = await _outcome(state, settings, state["jobs"].submit(work, label=label), request)
+            return result if isinstance(result, Response) else BrowserSafeJSON(completion(result, body.model))
+        writer = ChunkWriter(body.model, include_usage=bool(body.stream_options and body.stream_options.include_usage))
+        return _stream(state, settings, work, label, request, frame=writer.frame)
 
     return _with_inspector(app)
 
@@ -402,6 +407,39 @@ UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {
     "multipart/form-data": {"schema": {"type": "object", "required": [UPLOAD_FIELD], "properties": {
         UPLOAD_FIELD: {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": UPLOAD_FILES},
         "name": {"type": "string", "maxLength": 1000}, "task": {"type": "string", "maxLength": 100}}}}}}}
+
+
+def _answer_job(state: dict[str, Any], settings: Settings, body: AnswerIn) -> tuple[str, Any]:
+    """The label and work of one answer (``/v1/answer`` and ``/v1/chat/completions``), checked before it is
+    queued: everything a request can get wrong is refused here."""
+    if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
+        raise InputError("pass exactly one of document_id (a stored document), text, and index")
+    if body.document_id is not None:
+        located = _document(state, body.document_id).located
+    else:
+        located = None if body.text is None else LocatedContext.of_text(check_context(body.text), name="text")
+    name, options = _checked_method(state, settings, body)
+    label = f"{name} answer"
+
+    def work(job: Job) -> dict[str, Any]:
+        started = time.perf_counter()
+        method = _built_method(state, settings, name, body.index, options)
+        with on_stage(job.on_stage or (lambda stage: None)):
+            if located is None:  # a corpus method over one of the server's indexes
+                prediction = method.run(body.question, choices=body.choices)
+            else:
+                prediction = answer_located(method, body.question, located, choices=body.choices)
+        job.check()
+        log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
+                 time.perf_counter() - started, prediction.trace.input_tokens, len(body.question),
+                 len(located.text) if located else 0)
+        if located is None:
+            return prediction.to_dict()
+        return {**prediction.to_dict(), "citations": citations_view(located, prediction),
+                "chunks": chunk_view(located, prediction, question=body.question,
+                                     chunk_words_=body.options.get("chunk_words"))}
+
+    return label, work
 
 
 def _json_body(model: type[BaseModel], raw: bytes) -> Any:
@@ -505,9 +543,15 @@ def _rankers(state: dict[str, Any], settings: Settings, name: str) -> dict[str, 
     return state["rankers"][name]
 
 
-def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, request: Request) -> StreamingResponse:
+def _event_frame(kind: str, data: Any) -> str:
+    return f"event: {kind}\ndata: {browser_safe(json.dumps(data, ensure_ascii=False))}\n\n"
+
+
+def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, request: Request,
+            frame: Any = _event_frame) -> StreamingResponse:
     """Server-sent events: ``token`` as the answering model writes, ``stage`` as each stage ends, then
-    ``result`` (the whole answer) or ``error``. A client that goes away cancels its job."""
+    ``result`` (the whole answer) or ``error``, each written by ``frame(kind, data)`` (ragfunnel's own
+    events, or OpenAI's chunks). A client that goes away cancels its job."""
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
 
@@ -535,13 +579,24 @@ def _stream(state: dict[str, Any], settings: Settings, work: Any, label: str, re
         waiter = asyncio.create_task(finish())
         try:
             while (event := await events.get())[0] != "end":
-                yield f"event: {event[0]}\ndata: {browser_safe(json.dumps(event[1], ensure_ascii=False))}\n\n"
+                text = frame(*event)
+                if text:
+                    yield text
         finally:  # the client disconnected, or the stream ended
             if not job.future.done():
                 job.cancel("the client disconnected")
             waiter.cancel()
 
     return StreamingResponse(body(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _error(request: Request, status: int, detail: str, *, headers: dict[str, str] | None = None,
+           extra: dict[str, Any] | None = None, param: str | None = None) -> JSONResponse:
+    """``{"detail": ...}``, or on the OpenAI endpoint OpenAI's error object (a bad request is 400 there)."""
+    if request.url.path == CHAT_PATH:
+        status = 400 if status == 422 else status
+        return BrowserSafeJSON(error_body(status, detail, param=param), status_code=status, headers=headers)
+    return BrowserSafeJSON({"detail": detail, **(extra or {})}, status_code=status, headers=headers)
 
 
 def _with_inspector(app: FastAPI) -> FastAPI:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ragfunnel.serve.openai_compat import CHAT_PATH, error_body
+
 log = logging.getLogger("ragfunnel.serve")
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -79,7 +81,7 @@ class Guard:
             if refusal is None:
                 body, refusal = await self._read_body(receive)
             if refusal is not None:
-                return await _reply(send_with_headers, *refusal)
+                return await _reply(send_with_headers, scope["path"], *refusal)
             await self.app(scope, _replay(body, receive), send_with_headers)
         finally:
             log.info("%s %s %d %.3fs", scope["method"], scope["path"], status, time.perf_counter() - started)
@@ -141,8 +143,9 @@ def _replay(body: bytes, receive: Any) -> Any:
     return replayed
 
 
-async def _reply(send: Any, status: int, detail: str, headers: dict[str, str]) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _reply(send: Any, path: str, status: int, detail: str, headers: dict[str, str]) -> None:
+    """The refusal as JSON: ``{"detail": ...}``, or OpenAI's error object on its endpoint."""
+    body = json.dumps(error_body(status, detail) if path == CHAT_PATH else {"detail": detail}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
            *((k.lower().encode(), v.encode()) for k, v in headers.items())]
     await send({"type": "http.response.start", "status": status, "headers": raw})

@@ -1,0 +1,101 @@
+"""``POST /v1/chat/completions`` driven by the official ``openai`` client against a live uvicorn server
+(scripted models: no model loads): plain, streamed, errors in OpenAI's shape, and bad requests."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+openai = pytest.importorskip("openai", reason="needs the openai client (the [dev] extra)")
+uvicorn = pytest.importorskip("uvicorn", reason="needs the [serve] extra")
+
+from ragfunnel.llm import FakeLLM  # noqa: E402
+from ragfunnel.llm.registry import registered  # noqa: E402
+from ragfunnel.serve.app import Settings, create_app  # noqa: E402
+from tests.test_registry_and_http import free_port  # noqa: E402
+from tests.test_serve_api import TEXT, reply  # noqa: E402
+
+TOKEN = "s3cret"
+
+
+@pytest.fixture(scope="module")
+def url():
+    port = free_port()
+    settings = Settings(light="fake:light", strong="fake:strong", prefill=False, token=TOKEN)
+    with registered("fake:light", FakeLLM(reply, name="fake-light")), \
+            registered("fake:strong", FakeLLM(reply, name="fake-strong")):
+        server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="error"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/v1"
+        server.should_exit = True
+        thread.join(10)
+
+
+def client(url, token=TOKEN):
+    return openai.OpenAI(base_url=url, api_key=token, max_retries=0, timeout=60)
+
+
+def test_models_lists_the_methods(url):
+    ids = [m.id for m in client(url).models.list()]
+    assert {"ragfunnel-auto", "ragfunnel-fb", "ragfunnel-op", "ragfunnel-lc", "ragfunnel-funnel"} <= set(ids)
+
+
+def test_a_plain_completion_answers_from_the_system_message(url):
+    r = client(url).chat.completions.create(
+        model="ragfunnel-op", messages=[{"role": "system", "content": TEXT},
+                                        {"role": "user", "content": "When does the ferry to Gull Rock leave?"}])
+    assert r.choices[0].message.content == "nine" and r.choices[0].finish_reason == "stop"
+    extra = r.model_extra["ragfunnel"]
+    assert extra["method"] == "op" and "The ferry to Gull Rock leaves at nine." in extra["citations"][0]["quote"]
+    stages = extra["trace"]["stages"]
+    assert r.usage.prompt_tokens == sum(s["input_tokens"] for s in stages) > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_a_stored_document_is_named_in_extra_body_and_streamed(url):
+    import httpx
+
+    doc = httpx.post(f"{url}/documents", json={"text": TEXT}, headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    stream = client(url).chat.completions.create(
+        model="ragfunnel-fb", stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "Which rock?"}, {"role": "assistant", "content": "Gull Rock."},
+                  {"role": "user", "content": "When does the ferry leave?"}],
+        extra_body={"document_id": doc["id"], "options": {"budget": 400}})
+    chunks = list(stream)
+    content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert content == "nine"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.prompt_tokens > 0
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+    assert final.model_extra["ragfunnel"]["method"] == "fb"
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"model": "gpt-4o"}, openai.NotFoundError, "unknown model 'gpt-4o'"),
+    ({"model": "ragfunnel-/etc/passwd"}, openai.NotFoundError, "unknown model"),
+    ({"messages": []}, openai.BadRequestError, "messages"),
+    ({"messages": [{"role": "system", "content": TEXT}]}, openai.BadRequestError, "no user message"),
+    ({"messages": [{"role": "user", "content": "Q?"}]}, openai.BadRequestError, "no document"),
+    ({"messages": [{"role": "wizard", "content": "Q?"}]}, openai.BadRequestError, "role"),
+    ({"extra_body": {"options": {"strong": "gguf:/tmp/x.gguf"}}}, openai.BadRequestError, "strong"),
+    ({"extra_body": {"options": {"budget": "lots"}}}, openai.BadRequestError, "budget"),
+    ({"extra_body": {"document_id": "nope"}}, openai.NotFoundError, "no document 'nope'"),
+])
+def test_bad_requests_get_openai_errors(url, kwargs, error, match):
+    args = {"model": "ragfunnel-op", "messages": [{"role": "system", "content": TEXT},
+                                                 {"role": "user", "content": "When?"}]} | kwargs
+    with pytest.raises(error, match=match) as raised:
+        client(url).chat.completions.create(**args)
+    assert raised.value.body["message"] and raised.value.body["type"]
+
+
+def test_a_missing_token_is_401_in_openais_shape(url):
+    with pytest.raises(openai.AuthenticationError) as raised:
+        client(url, token="wrong").chat.completions.create(
+            model="ragfunnel-op", messages=[{"role": "user", "content": "Q?"}])
+    assert raised.value.body["code"] == "invalid_api_key"
