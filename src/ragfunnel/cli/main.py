@@ -27,6 +27,7 @@ from ragfunnel.cli.common import (
     timeout_option,
 )
 from ragfunnel.cli.funnel import funnel as funnel_group
+from ragfunnel.cli.mcp import mcp
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
 from ragfunnel.confidence import Abstaining, abstained
@@ -497,3 +498,4 @@ main.add_command(plan)
 main.add_command(cache)
 main.add_command(serve)
 main.add_command(calibrate)
+main.add_command(mcp)

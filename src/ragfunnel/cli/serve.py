@@ -34,6 +34,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
+    """``--index NAME=DIR`` options as {NAME: DIR}."""
+    named = {}
+    for item in given:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError(f"--index {item!r}: write it as NAME=DIR, e.g. --index musique=indexes/musique")
+        named[name] = path
+    return named
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to bind. Anything but loopback needs --token.")
@@ -87,12 +98,7 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     if "*" in allowed_hosts and not token:
         raise ConfigError("--allowed-host '*' answers requests for any host name, so any web page could reach the "
                           f"server by DNS rebinding; set --token (or ${TOKEN_ENV}) too, or name the hosts")
-    named = {}
-    for item in indexes:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise ConfigError(f"--index {item!r}: write it as NAME=DIR, e.g. --index musique=indexes/musique")
-        named[name] = path
+    named = named_indexes(indexes)
     hosts = [*allowed_hosts, *([] if host in ("0.0.0.0", "::") else [host])]
     settings = Settings(light=light, strong=strong, token=token or None, queue=queue, deadline=deadline,
                         max_body_bytes=int(max_body_mb * 1024 * 1024), cors_origins=list(cors_origins),

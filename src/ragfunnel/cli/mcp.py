@@ -1,0 +1,43 @@
+"""``ragfunnel mcp``: ragfunnel's tools for MCP hosts (the [mcp] extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragfunnel.cli.common import document_options, read_limits
+from ragfunnel.cli.serve import TOKEN_ENV, named_indexes
+from ragfunnel.errors import MissingExtra
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+
+
+@click.command()
+@click.option("--root", type=click.Path(path_type=Path, file_okay=False, exists=True), default=".",
+              show_default=True, help="The folder whose files clients may read; paths outside it are refused.")
+@click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
+              help="Serve streamable HTTP on 127.0.0.1:PORT at /v1/mcp instead of stdio.")
+@click.option("--token", envvar=TOKEN_ENV, metavar="SECRET",
+              help=f"With --http: the bearer token every request must carry (also ${TOKEN_ENV}).")
+@click.option("--light", default=DEFAULT_LIGHT, show_default=True, metavar="SPEC", help="Draft model (FB-RAG).")
+@click.option("--strong", default=DEFAULT_STRONG, show_default=True, metavar="SPEC", help="Answering model.")
+@click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
+              help="A corpus index the search tool may use by NAME (repeatable).")
+@document_options
+def mcp(root: Path, http_port: int | None, token: str | None, light: str, strong: str, indexes: tuple[str, ...],
+        **given: object) -> None:
+    """Serve ragfunnel's tools over the Model Context Protocol: answer, search, add_document, list_documents.
+
+    Over stdio by default, for an MCP host to start; models load at the first answer."""
+    try:
+        from ragfunnel.serve.mcp_tools import ToolState, serve_http, serve_stdio
+    except ImportError as e:
+        raise MissingExtra(e.name or "mcp", "mcp") from None
+
+    state = ToolState(root=root.resolve(), light=light, strong=strong,
+                      indexes={name: Path(path) for name, path in named_indexes(indexes).items()},
+                      limits=read_limits(given))
+    if http_port is None:
+        serve_stdio(state)
+    else:
+        serve_http(state, port=http_port, token=token)

@@ -1,0 +1,93 @@
+"""``ragfunnel mcp`` over stdio, driven by the MCP SDK's own client: tools listed, calls, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp", reason="needs the [mcp] extra")
+from mcp import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from tests.test_cli import RAGFUNNEL  # noqa: E402
+
+TINY = "bundled:smollm2-135m"
+
+
+def session_run(root, calls, *args):
+    """Start ``ragfunnel mcp --root ROOT`` over stdio and run ``calls(session)`` against it."""
+    params = StdioServerParameters(command=RAGFUNNEL, args=["mcp", "--root", str(root), *args],
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    async def main():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await calls(session)
+
+    return anyio.run(main)
+
+
+def payload(result):
+    assert not result.is_error, result.content
+    return result.structured_content.get("result", result.structured_content) if result.structured_content else \
+        json.loads(result.content[0].text)
+
+
+def error_text(result):
+    assert result.is_error
+    return result.content[0].text
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root" / "harbour.md").write_text("# Harbour\n\nThe ferry to Gull Rock leaves at nine.\n")
+    (tmp_path / "secret.txt").write_text("outside the root")
+    (tmp_path / "root" / "escape.txt").symlink_to(tmp_path / "secret.txt")
+    return tmp_path / "root"
+
+
+def test_tools_are_listed_and_paths_outside_the_root_refused(root):
+    async def calls(session):
+        tools = {t.name: t for t in (await session.list_tools()).tools}
+        added = await session.call_tool("add_document", {"path": "harbour.md"})
+        listed = await session.call_tool("list_documents", {})
+        outside = await session.call_tool("add_document", {"path": "../secret.txt"})
+        absolute = await session.call_tool("answer", {"question": "Q?", "path": str(root.parent / "secret.txt")})
+        symlink = await session.call_tool("add_document", {"path": "escape.txt"})
+        bad_type = await session.call_tool("search", {"index": "x", "query": "q", "top_k": "many"})
+        two_sources = await session.call_tool("answer", {"question": "Q?", "path": "harbour.md", "text": "t"})
+        return tools, added, listed, outside, absolute, symlink, bad_type, two_sources
+
+    tools, added, listed, outside, absolute, symlink, bad_type, two_sources = session_run(root, calls)
+    assert set(tools) == {"answer", "search", "add_document", "list_documents"}
+    assert {"question", "path", "text", "document_id", "method", "max_seconds"} <= set(
+        tools["answer"].input_schema["properties"])
+    doc = payload(added)
+    assert doc["files"] == [{"name": "harbour.md", "format": "markdown", "pages": 0}]
+    assert [d["document_id"] for d in payload(listed)] == [doc["document_id"]]
+    for refused in (outside, absolute, symlink):
+        assert "outside the root" in error_text(refused)
+    assert "top_k" in error_text(bad_type)
+    assert "exactly one of path, text and document_id" in error_text(two_sources)
+
+
+@pytest.mark.model
+def test_an_answer_with_citations_and_progress(root):
+    progress = []
+
+    async def calls(session):
+        async def on_progress(done, total, message):
+            progress.append(message)
+
+        return await session.call_tool("answer", {"question": "When does the ferry to Gull Rock leave?",
+                                                  "path": "harbour.md", "method": "op"},
+                                       progress_callback=on_progress)
+
+    result = payload(session_run(root, calls, "--light", TINY, "--strong", TINY))
+    assert result["answer"] and result["method"] == "op"
+    assert result["citations"][0]["file"] == "harbour.md"
+    assert progress and progress[-1].endswith("done")
