@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"  # first, so modules that record it can import it while the package loads
 
-from ragfunnel.api import answer
+from ragfunnel.api import answer, answer_located, search
 from ragfunnel.errors import (
     BackendUnavailable,
     ConfigError,
@@ -21,11 +21,22 @@ from ragfunnel.methods import (
     method_kind,
     options_of,
 )
-from ragfunnel.types import Chunk, Completion, Example, Prediction, Sample, ScoredChunk, StageTrace, Trace
+from ragfunnel.types import (
+    Chunk,
+    Citation,
+    Completion,
+    Example,
+    Prediction,
+    Sample,
+    ScoredChunk,
+    StageTrace,
+    Trace,
+)
 
 __all__ = [
-    "answer", "make_method", "method_kind", "options_of", "METHODS", "CONTEXT_METHODS", "CORPUS_METHODS",
+    "answer", "answer_located", "search", "make_method", "method_kind", "options_of",
+    "METHODS", "CONTEXT_METHODS", "CORPUS_METHODS",
     "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
-    "Chunk", "Completion", "Example", "Prediction", "Sample", "ScoredChunk", "StageTrace", "Trace",
+    "Chunk", "Citation", "Completion", "Example", "Prediction", "Sample", "ScoredChunk", "StageTrace", "Trace",
     "RagfunnelError", "ConfigError", "InputError", "ModelError", "BackendUnavailable", "MissingExtra",
 ]

@@ -6,10 +6,15 @@ from pathlib import Path
 from typing import Any
 
 from ragfunnel.confidence import Abstaining, using_calibration
+from ragfunnel.corpus.funnel import SearchResult, flat_search
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.documents import LocatedContext, ReadLimits, cite, read_context
 from ragfunnel.errors import ConfigError
+from ragfunnel.llm import DEFAULT_LIGHT
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, ContextMethod, make_method
+from ragfunnel.methods.base import check_question
+from ragfunnel.methods.funnel import open_funnel
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction
 
@@ -67,3 +72,22 @@ def answer_located(method: ContextMethod, question: str, located: LocatedContext
     prediction = method.run(question, located.text, choices=choices)
     prediction.citations = cite(prediction, located, question)
     return prediction
+
+
+def search(index: CorpusIndex | str | Path, question: str, *, top_k: int = 4, funnel: bool = True,
+           exact: bool = False, top_clusters: int | None = None, top_documents: int = 8,
+           pre_ranker: str = DEFAULT_PRE_RANKER, post_ranker: str = DEFAULT_LIGHT) -> SearchResult:
+    """The ``top_k`` passages of a corpus index for ``question``, mirroring ``ragfunnel search``: FunnelRAG's
+    three stages (BM25 over clusters, ``pre_ranker`` over documents, ``post_ranker``'s attention over
+    passages), or with ``funnel=False`` flat dense search over the passage vectors (``index --flat``)."""
+    from ragfunnel.retrieve.attention import load_post_ranker
+
+    question = check_question(question)
+    if exact and funnel:
+        raise ConfigError("exact goes with flat search (funnel=False): the funnel searches no passage vectors")
+    if not funnel:
+        return flat_search(index if isinstance(index, CorpusIndex) else CorpusIndex(index), question, top_k,
+                           exact=exact)
+    _, retriever = open_funnel(index, pre_ranker=pre_ranker, post_ranker=load_post_ranker(post_ranker),
+                               top_clusters=top_clusters, top_documents=top_documents, top_passages=top_k)
+    return retriever.search(question)

@@ -15,6 +15,7 @@ import click
 
 from ragfunnel import __version__, journal
 from ragfunnel.api import answer_located
+from ragfunnel.api import search as search_index
 from ragfunnel.cli.cache import cache
 from ragfunnel.cli.calibrate import calibrate
 from ragfunnel.cli.common import (
@@ -463,25 +464,8 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 def search(index_dir: Path, question: str, funnel: bool, exact: bool, top_k: int, top_clusters: int | None,
            top_documents: int, pre_ranker: str, post_ranker: str, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
-    from ragfunnel.corpus.funnel import FunnelRetriever, flat_search
-    from ragfunnel.corpus.index import CorpusIndex
-    from ragfunnel.methods.base import check_question
-
-    question = check_question(question)
-    if exact and funnel:
-        raise ConfigError("--exact goes with --flat (the funnel searches no passage vectors)")
-    ix = CorpusIndex(index_dir)
-    if funnel:
-        from ragfunnel.retrieve.attention import load_post_ranker
-        from ragfunnel.retrieve.rerank import load_pre_ranker
-
-        retriever = FunnelRetriever(ix, pre_ranker=load_pre_ranker(pre_ranker, stored=ix.document_vectors,
-                                                                   embedder=ix.embedder),
-                                    post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,
-                                    top_documents=top_documents, top_passages=top_k)
-        found = retriever.search(question).to_dict()
-    else:
-        found = flat_search(ix, question, top_k, exact=exact).to_dict()
+    found = search_index(index_dir, question, top_k=top_k, funnel=funnel, exact=exact, top_clusters=top_clusters,
+                         top_documents=top_documents, pre_ranker=pre_ranker, post_ranker=post_ranker).to_dict()
     results, stages = found["results"], found["stages"]
     if as_json:
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
+
+import numpy as np
 
 from ragfunnel.confidence.signals import draft_signals
 from ragfunnel.errors import ConfigError
@@ -37,7 +40,7 @@ from ragfunnel.methods.base import (
 from ragfunnel.prompts import answer_tokens, build_prompt, check_task, parse_sample, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import check_fusion, forward_backward_scores
-from ragfunnel.types import Prediction, Sample, ScoredChunk, StageTrace
+from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,17 @@ WHOLE_DOCUMENT_SLACK = 1.25
 def default_stage1_budget(budget: int) -> int:
     """Stage I keeps at least twice what Stage III reads, and never less than 3,000 tokens."""
     return max(STAGE1_FLOOR, 2 * budget)
+
+
+@dataclass
+class Lookup:
+    """What FB-RAG's forward lookup found: each chunk's question score, its fused score, the drafts, and
+    the two stages' traces."""
+
+    backward: np.ndarray
+    fused: np.ndarray
+    samples: list[Sample]
+    stages: list[StageTrace]
 
 
 class FBRAG:
@@ -177,13 +191,29 @@ class FBRAG:
                                   question=question, chunks=chunks, choices=choices, max_tokens=self.max_tokens)
             return as_prediction(self.name, gen, [ScoredChunk(c, 1.0) for c in chunks], [skip, gen.stage])
 
+        lookup = self.forward_lookup(question, chunks, light=light, choices=choices, context_tokens=whole)
+
+        # Stage III: the strong model answers from the precise context, in document order.
+        log.info("stage II done in %.1fs; %s answers", lookup.stages[-1].seconds, strong.name)
+        final = select_within_budget(chunks, lookup.fused, budget=self.budget, llm=strong, tiebreak=lookup.backward)
+        gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
+                              chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
+                              detail={"budget": self.budget})
+        return as_prediction(self.name, gen, final, [*lookup.stages, gen.stage], samples=lookup.samples,
+                             ranking=ranked(chunks, lookup.fused, tiebreak=lookup.backward))
+
+    def forward_lookup(self, question: str, chunks: list[Chunk], *, light: LLM, choices: list[str] | None = None,
+                       context_tokens: int | None = None) -> Lookup:
+        """Stages I and II: BM25 keeps ``stage1_budget`` tokens of ``chunks`` by the question; the light model
+        drafts K answers from them (or from the whole document, see ``draft_from``); every chunk is scored
+        again against the drafts and fused with its question score."""
         # Stage I: recall-focused retrieval with the question alone.
         started = time.perf_counter()
         index = BM25Index([c.text for c in chunks])
         backward = index.score([question])[0]
         recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
         stage1 = StageTrace(name="stage1_recall", seconds=time.perf_counter() - started, n_in=len(chunks),
-                            n_out=len(recall), detail={"budget": self.stage1_budget, "context_tokens": whole})
+                            n_out=len(recall), detail={"budget": self.stage1_budget, "context_tokens": context_tokens})
 
         # Stage II: forward lookup. Drafts from the light model re-score every chunk of the full context.
         log.info("stage I kept %d of %d chunks; %s drafts %d samples", len(recall), len(chunks), light.name,
@@ -221,12 +251,4 @@ class FBRAG:
                     "cached": all(d.cached for d in drafts),
                     **prefix_detail(light, drafts[0], keep)},
         )
-
-        # Stage III: the strong model answers from the precise context, in document order.
-        log.info("stage II done in %.1fs; %s answers", stage2.seconds, strong.name)
-        final = select_within_budget(chunks, fused, budget=self.budget, llm=strong, tiebreak=backward)
-        gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
-                              chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
-                              detail={"budget": self.budget})
-        return as_prediction(self.name, gen, final, [stage1, stage2, gen.stage], samples=samples,
-                             ranking=ranked(chunks, fused, tiebreak=backward))
+        return Lookup(backward, fused, samples, [stage1, stage2])

@@ -22,10 +22,11 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ragfunnel.api import answer_located
+from ragfunnel.api import search as ragfunnel_search
 from ragfunnel.documents import LocatedContext, ReadLimits, read_context
 from ragfunnel.errors import InputError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
-from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
+from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
 from ragfunnel.text import check_context
 from ragfunnel.types import on_stage
 
@@ -125,12 +126,10 @@ def build_server(state: ToolState) -> MCPServer:
             if not 1 <= top_k <= TOP_K_LIMIT:
                 raise InputError(f"top_k must be between 1 and {TOP_K_LIMIT}")
             directory = state.indexes.get(index) or state.inside(index)
-            retriever = make_method(DEFAULT_CORPUS_METHOD, index=directory, strong=state.strong,
-                                    post_ranker=state.light, top_passages=top_k).retriever  # loads no strong model
 
             def run() -> Any:
                 with state.lock:
-                    return retriever.search(query)
+                    return ragfunnel_search(directory, query, top_k=top_k, post_ranker=state.light)
 
             found = await anyio.to_thread.run_sync(run)
         except RagfunnelError as e:
