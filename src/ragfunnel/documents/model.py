@@ -41,6 +41,11 @@ class SourceDocument:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_starts", [s.start for s in self.sections])
 
+    @classmethod
+    def of_text(cls, name: str, text: str, *, format: str = "text") -> SourceDocument:
+        """A document with no pages or headings: one section over all of ``text``."""
+        return cls(name, format, text, (Section(0, len(text)),))
+
     def section_at(self, offset: int) -> Section | None:
         """The section holding character ``offset`` (or the last one starting before it)."""
         i = bisect.bisect_right(self._starts, offset) - 1
@@ -101,7 +106,7 @@ class LocatedContext:
     @classmethod
     def of_text(cls, text: str, *, name: str = "context") -> LocatedContext:
         """A context given as a string: one plain-text document (citations carry line numbers)."""
-        return cls.join([SourceDocument(name, "text", text, (Section(0, len(text)),))])
+        return cls.join([SourceDocument.of_text(name, text)])
 
     @classmethod
     def join(cls, documents: list[SourceDocument]) -> LocatedContext:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragfunnel.documents.model import DocumentBuilder, Section, SourceDocument
+from ragfunnel.documents.model import DocumentBuilder, SourceDocument
 from ragfunnel.errors import InputError, MissingExtra
 from ragfunnel.text.context import check_context
 
@@ -20,8 +20,7 @@ def decode_text(raw: bytes, source: str) -> str:
 
 
 def read_text(path: Path, raw: bytes) -> SourceDocument:
-    text = decode_text(raw, path.name)
-    return SourceDocument(path.name, "text", text, (Section(0, len(text)),))
+    return SourceDocument.of_text(path.name, decode_text(raw, path.name))
 
 
 def read_markdown(path: Path, raw: bytes) -> SourceDocument:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ragfunnel.documents.formats import SUPPORTED_LINE, SUPPORTED_SUFFIXES, detect_format
 from ragfunnel.documents.limits import MB, ReadLimits, check_file_size
-from ragfunnel.documents.model import LocatedContext, Section, SourceDocument
+from ragfunnel.documents.model import LocatedContext, SourceDocument
 from ragfunnel.documents.plain import decode_text, read_markdown, read_text
 from ragfunnel.errors import InputError, MissingExtra
 
@@ -23,8 +23,7 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
         raw = sys.stdin.buffer.read(int(limits.max_document_mb * MB) + 1)
         if len(raw) > limits.max_document_mb * MB:
             raise InputError(f"stdin holds over {limits.max_document_mb:g} MB; pass --max-document-mb to raise it")
-        text = decode_text(raw, "stdin")
-        return SourceDocument("stdin", "text", text, (Section(0, len(text)),))
+        return SourceDocument.of_text("stdin", decode_text(raw, "stdin"))
     path = Path(path)
     if not path.exists():
         raise InputError(f"{path} does not exist; check the path")

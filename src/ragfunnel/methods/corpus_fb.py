@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.documents import LocatedContext, Section, SourceDocument, cite
+from ragfunnel.documents import LocatedContext, SourceDocument, cite
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import check_question
@@ -47,12 +47,10 @@ class CorpusFBRAG:
         question = check_question(question)
         doc_ids, retrieval = self.retriever.retrieve(question)
         documents, pre_ranking = self.retriever.pre_rank(question, doc_ids)
-        located = LocatedContext.join([_source(d.title or d.id, d.render()) for d in documents])
+        located = LocatedContext.join([SourceDocument.of_text(d.title or d.id, d.render(), format="corpus")
+                                       for d in documents])
         prediction = self.fb.run(question, located.text, choices=choices)
         prediction.trace = Trace([retrieval, pre_ranking, *prediction.trace.stages])
         prediction.citations = cite(prediction, located, question)
         return prediction
 
-
-def _source(name: str, text: str) -> SourceDocument:
-    return SourceDocument(name, "corpus", text, (Section(0, len(text)),))
