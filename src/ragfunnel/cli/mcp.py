@@ -9,7 +9,7 @@ import click
 from ragfunnel.cli.common import document_options, read_limits
 from ragfunnel.cli.serve import TOKEN_ENV, named_indexes
 from ragfunnel.errors import MissingExtra
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, set_disk_caches
 
 
 @click.command()
@@ -23,9 +23,11 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 @click.option("--strong", default=DEFAULT_STRONG, show_default=True, metavar="SPEC", help="Answering model.")
 @click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
               help="A corpus index the search tool may use by NAME (repeatable).")
+@click.option("--no-cache", is_flag=True,
+              help="Bypass the on-disk caches (LLM calls, kept document states); memory keeps them per process.")
 @document_options
 def mcp(root: Path, http_port: int | None, token: str | None, light: str, strong: str, indexes: tuple[str, ...],
-        **given: object) -> None:
+        no_cache: bool, **given: object) -> None:
     """Serve ragfunnel's tools over the Model Context Protocol: answer, search, add_document, list_documents.
 
     Over stdio by default, for an MCP host to start; models load at the first answer."""
@@ -34,6 +36,7 @@ def mcp(root: Path, http_port: int | None, token: str | None, light: str, strong
     except ImportError as e:
         raise MissingExtra(e.name or "mcp", "mcp") from None
 
+    set_disk_caches(not no_cache)
     state = ToolState(root=root.resolve(), light=light, strong=strong,
                       indexes={name: Path(path) for name, path in named_indexes(indexes).items()},
                       limits=read_limits(given))
