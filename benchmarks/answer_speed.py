@@ -31,10 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragfunnel.eval.metrics import best_over_references, token_f1
 from ragfunnel.llm import resolve, set_disk_caches
 from ragfunnel.llm.prefix_store import DiskPrefixStore
 from ragfunnel.methods import make_method
+from ragfunnel.metrics import best_over_references, token_f1
 from ragfunnel.prompts import build_prompt
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -33,8 +33,8 @@ from tqdm.auto import tqdm
 from ragfunnel.corpus.distill import DEFAULT_PRIOR_WEIGHT, LABELS_FILE, Labelled, train_pre_ranker
 from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.eval.metrics import answer_recall_at_k
 from ragfunnel.journal import read_config, read_rows
+from ragfunnel.metrics import answer_recall_at_k
 from ragfunnel.retrieve.embed import minilm_directory
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ragfunnel.eval.long_context import build_long_context
-from ragfunnel.eval.metrics import best_over_references, exact_match, token_f1
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.methods import make_method
+from ragfunnel.metrics import best_over_references, exact_match, token_f1
 from ragfunnel.types import Document
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_train_hipporag"

@@ -57,11 +57,11 @@ from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index import CorpusIndex, build_index
 from ragfunnel.eval.datasets import load_dataset
-from ragfunnel.eval.metrics import answer_recall_at_k
 from ragfunnel.eval.runner import score
 from ragfunnel.journal import read_rows
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.methods.base import generate_answer
+from ragfunnel.metrics import answer_recall_at_k
 from ragfunnel.retrieve.attention import load_post_ranker
 from ragfunnel.retrieve.embed import MiniLMEmbedder, minilm_directory
 from ragfunnel.retrieve.fusion import best_k

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from ragfunnel.eval.metrics import best_over_references, token_f1
+from ragfunnel.metrics import best_over_references, token_f1
 
 ROOT = Path(__file__).resolve().parents[1]
 HOTPOT = ROOT.parent / "shared" / "data" / "hotpotqa_train_hipporag" / "hotpotqa_train.json"

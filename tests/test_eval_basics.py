@@ -4,7 +4,7 @@ import pytest
 
 from ragfunnel.errors import InputError
 from ragfunnel.eval.long_context import build_long_context, lengthen
-from ragfunnel.eval.metrics import (
+from ragfunnel.metrics import (
     answer_rank,
     answer_recall_at_k,
     best_over_references,

@@ -1,7 +1,5 @@
 """ragfunnel: answer questions over text too long or too large to hand an LLM whole."""
 
-__version__ = "0.1.0"  # first, so modules that record it can import it while the package loads
-
 from ragfunnel.api import answer, answer_located, search
 from ragfunnel.errors import (
     BackendUnavailable,
@@ -32,8 +30,10 @@ from ragfunnel.types import (
     StageTrace,
     Trace,
 )
+from ragfunnel.version import __version__
 
 __all__ = [
+    "__version__",
     "answer", "answer_located", "search", "make_method", "method_kind", "options_of",
     "METHODS", "CONTEXT_METHODS", "CORPUS_METHODS",
     "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from ragfunnel.cli.common import Group
-from ragfunnel.llm.bundled import cache_dir
+from ragfunnel.llm.cache_paths import cache_dir
 from ragfunnel.llm.call_cache import CALLS_FILE, CacheInfo, CallCache
 from ragfunnel.llm.prefix_store import default_prefix_store
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from ragfunnel import __version__, journal
+from ragfunnel import journal
 from ragfunnel.api import answer_located
 from ragfunnel.api import search as search_index
 from ragfunnel.cli.cache import cache
@@ -58,6 +58,7 @@ from ragfunnel.methods.fbrag import MAX_SAMPLES
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.fusion import FUSIONS
 from ragfunnel.types import Prediction
+from ragfunnel.version import __version__
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from ragfunnel import __version__
 from ragfunnel.cli.common import Command, Group, model_settings, ray_from, ray_options, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
@@ -49,6 +48,7 @@ from ragfunnel.scaling.grid import (
 from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, Scored, leave_one_dataset_out
 from ragfunnel.scaling.planner import PlanChoice, TokenEstimator, candidate_space, rank, token_costs
 from ragfunnel.scaling.sizing import GridMethods, first_call_sizes, method_for, open_index
+from ragfunnel.version import __version__
 
 SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
 FIT_FILE = "allocation.json"

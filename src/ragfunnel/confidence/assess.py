@@ -21,9 +21,9 @@ from ragfunnel.confidence.signals import (
     logprob_signals,
     support_signals,
 )
-from ragfunnel.llm.base import LLM, SamplingParams
+from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, chosen_option, clean_answer, task_kind
-from ragfunnel.types import Completion, Prediction, StageTrace, Trace
+from ragfunnel.types import Completion, Prediction, SamplingParams, StageTrace, Trace
 
 log = logging.getLogger(__name__)
 

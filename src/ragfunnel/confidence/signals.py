@@ -28,7 +28,7 @@ import re
 from collections.abc import Sequence
 from itertools import combinations
 
-from ragfunnel.eval.metrics import normalize_answer, token_f1
+from ragfunnel.metrics import normalize_answer, token_f1
 from ragfunnel.types import Sample
 
 # Which way each signal should move the chance that an answer is right (+1: higher is likelier right). The

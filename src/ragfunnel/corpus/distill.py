@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ragfunnel import __version__
 from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.eval.metrics import best_over_references, contains_answer
 from ragfunnel.journal import VERSION_KEY, Appender, claim_config, exclusive, out_file, read_jsonl, saving
+from ragfunnel.metrics import best_over_references, contains_answer
 from ragfunnel.types import Document, Example
+from ragfunnel.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import string
 from functools import lru_cache, partial
 
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
-from ragfunnel.eval.metrics import best_over_references, exact_match, normalize_answer, overlap_f1, token_f1
+from ragfunnel.metrics import best_over_references, exact_match, normalize_answer, overlap_f1, token_f1
 from ragfunnel.prompts.longbench import LONGBENCH_E, base_dataset
 
 # The metric eval.py scores each LongBench dataset with.

@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragfunnel import __version__, journal
+from ragfunnel import journal
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.confidence_report import (
     ConfidenceSummary,
@@ -30,6 +30,7 @@ from ragfunnel.eval.confidence_report import (
     summarise_confidence,
 )
 from ragfunnel.eval.runner import EvalRow, load_eval
+from ragfunnel.version import __version__
 
 # The headline metric per task family, in order of preference.
 HEADLINE = ("longbench", "f1", "rouge_l", "accuracy")

@@ -18,7 +18,10 @@ from tqdm.auto import tqdm
 
 from ragfunnel.confidence import abstained, measuring_every_signal
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
-from ragfunnel.eval.metrics import (
+from ragfunnel.eval.official_metrics import hotpotqa_scores, longbench_score
+from ragfunnel.journal import RunDir, RunState, drain, load_run
+from ragfunnel.llm.registry import reset_loaded
+from ragfunnel.metrics import (
     answer_rank,
     best_over_references,
     choice_accuracy,
@@ -29,9 +32,6 @@ from ragfunnel.eval.metrics import (
     rouge_l,
     token_f1,
 )
-from ragfunnel.eval.official_metrics import hotpotqa_scores, longbench_score
-from ragfunnel.journal import RunDir, RunState, drain, load_run
-from ragfunnel.llm.registry import reset_loaded
 from ragfunnel.prompts import task_kind
 from ragfunnel.ray_cluster import RayOptions, ray_drain
 from ragfunnel.text.chunking import count_words

@@ -1,8 +1,9 @@
 """LLM protocol, backends and the model registry."""
 
-from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
+from ragfunnel.llm.base import LLM, BaseLLM
 from ragfunnel.llm.fake import FakeLLM
 from ragfunnel.llm.registry import DEFAULT_LIGHT, DEFAULT_STRONG, resolve, set_disk_caches
+from ragfunnel.types import SamplingParams
 
 __all__ = ["LLM", "BaseLLM", "SamplingParams", "FakeLLM", "resolve", "set_disk_caches", "DEFAULT_LIGHT",
            "DEFAULT_STRONG"]

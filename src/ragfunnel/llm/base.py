@@ -11,11 +11,10 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragfunnel.errors import BackendUnavailable, ConfigError
-from ragfunnel.types import Completion
+from ragfunnel.types import Completion, SamplingParams
 
 if TYPE_CHECKING:
     from ragfunnel.llm.call_cache import CallCache
@@ -34,35 +33,6 @@ def cpu_threads() -> int:
             raise ConfigError(f"{THREADS_VARIABLE}={value!r} is not a positive whole number; fix it or unset it")
         return int(value)
     return os.cpu_count() or 1
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    max_tokens: int = 64
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    stop: tuple[str, ...] = ()
-    seed: int = 0
-    grammar: str | None = None  # GBNF text constraining the output, where the backend supports it
-    # Characters at the start of the prompt that do not depend on the question (instructions and
-    # document): backends that can keep the model's state after them for later prompts do so.
-    # It never changes the output, so the call cache leaves it out of its keys.
-    keep_prefix: int = 0
-
-    def __post_init__(self) -> None:
-        if self.max_tokens < 1:
-            raise ConfigError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ConfigError(f"top_k must be >= 0 (0 disables it), got {self.top_k}")
-        if self.keep_prefix < 0:
-            raise ConfigError(f"keep_prefix must be >= 0, got {self.keep_prefix}")
-        if self.grammar is not None and not self.grammar.strip():
-            raise ConfigError("grammar is empty; pass GBNF text, or None for unconstrained output")
 
 
 @runtime_checkable

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ragfunnel.errors import ConfigError, ModelError
 from ragfunnel.llm import fingerprint
+from ragfunnel.llm.cache_paths import cache_dir
 
 _CHUNK_BYTES = 1 << 22
 
@@ -76,23 +76,6 @@ BUNDLED: dict[str, BundledModel] = {
         ),
     ]
 }
-
-
-def cache_dir() -> Path:
-    """The user cache dir: $RAGFUNNEL_CACHE, else $XDG_CACHE_HOME/ragfunnel, else ~/.cache/ragfunnel.
-
-    Every cache resolves its place here, so a setting that names a file fails here, in one line.
-    """
-    if os.environ.get("RAGFUNNEL_CACHE"):
-        path = Path(os.environ["RAGFUNNEL_CACHE"])
-        if path.exists() and not path.is_dir():
-            raise ConfigError(f"RAGFUNNEL_CACHE={path} is a file, not a directory; point it at a directory or unset it")
-        return path
-    path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ragfunnel"
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"the cache dir {path} is a file, not a directory; move it away or set RAGFUNNEL_CACHE "
-                          "to a directory")
-    return path
 
 
 def get(name: str) -> BundledModel:

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragfunnel.errors import ConfigError
-from ragfunnel.llm.bundled import cache_dir
+from ragfunnel.llm.cache_paths import cache_dir
 from ragfunnel.types import Completion
 
 if TYPE_CHECKING:
-    from ragfunnel.llm.base import SamplingParams
+    from ragfunnel.types import SamplingParams
 
 log = logging.getLogger(__name__)
 

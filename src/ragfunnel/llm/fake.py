@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ragfunnel.llm.base import BaseLLM, SamplingParams
-from ragfunnel.types import Completion
+from ragfunnel.llm.base import BaseLLM
+from ragfunnel.types import Completion, SamplingParams
 
 
 class FakeLLM(BaseLLM):

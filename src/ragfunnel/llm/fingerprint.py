@@ -38,7 +38,7 @@ def file_stamp(path: Path) -> dict[str, object]:
 
 
 def _record(path: Path) -> Path:
-    from ragfunnel.llm.bundled import cache_dir
+    from ragfunnel.llm.cache_paths import cache_dir
 
     key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
     return cache_dir() / "sha256" / f"{path.name}.{key}.json"

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ragfunnel.errors import ConfigError, MissingExtra, ModelError
-from ragfunnel.llm.base import BaseLLM, SamplingParams, cpu_threads
+from ragfunnel.llm.base import BaseLLM, cpu_threads
 from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore, PrefixState, prefix_key
-from ragfunnel.types import Completion
+from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
 

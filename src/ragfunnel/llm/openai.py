@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError
-from ragfunnel.llm.base import BaseLLM, SamplingParams, TransientError
-from ragfunnel.types import Completion
+from ragfunnel.llm.base import BaseLLM, TransientError
+from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
 

@@ -194,7 +194,7 @@ def default_prefix_store() -> DiskPrefixStore:
     """The process's store of document states in the user cache dir (``kv/``)."""
     global _default
     if _default is None:
-        from ragfunnel.llm.bundled import cache_dir
+        from ragfunnel.llm.cache_paths import cache_dir
 
         _default = DiskPrefixStore(cache_dir() / "kv")
     return _default

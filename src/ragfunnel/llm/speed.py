@@ -124,7 +124,7 @@ def _fit_reading(reads: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def _profile_path(llm: LLM) -> Path:
-    from ragfunnel.llm.bundled import cache_dir
+    from ragfunnel.llm.cache_paths import cache_dir
 
     fingerprint = getattr(llm, "fingerprint", llm.name).replace("/", "_").replace(":", "_")[:120]
     return cache_dir() / "speed" / f"{fingerprint}.json"

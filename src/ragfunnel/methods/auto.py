@@ -75,7 +75,7 @@ class DocumentLedger:
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
     def _path(self):
-        from ragfunnel.llm.bundled import cache_dir
+        from ragfunnel.llm.cache_paths import cache_dir
         from ragfunnel.llm.registry import disk_caches_enabled
 
         return cache_dir() / "documents.json" if disk_caches_enabled() else None

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError
-from ragfunnel.eval.metrics import normalize_answer
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import Generation, as_prediction, check_question, timed_call
 from ragfunnel.methods.demonstrations import Demonstration, SelfAskStep
 from ragfunnel.methods.drag import as_chunks, check_options, refuse_choices
+from ragfunnel.metrics import normalize_answer
 from ragfunnel.prompts import answer_tokens
 from ragfunnel.prompts.self_ask import (
     FINAL_GRAMMAR,

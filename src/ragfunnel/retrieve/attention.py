@@ -202,7 +202,7 @@ class AttentionPostRanker:
         path = Path(path)
         if not cache:
             return cls(path.parent, gguf_file=path.name, **kwargs)
-        from ragfunnel.llm.bundled import cache_dir
+        from ragfunnel.llm.cache_paths import cache_dir
 
         entry = cache_dir() / "post_ranker" / (sha256 or file_sha256(path))
         if entry.exists():

@@ -16,15 +16,15 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ragfunnel import __version__
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import BackendUnavailable, InputError, RagfunnelError
-from ragfunnel.eval.metrics import contains_answer
 from ragfunnel.journal import VERSION_KEY, Appender, exclusive, out_file, read_jsonl, saving
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.demonstrations import Demonstration, demonstration_json, load_demonstrations
 from ragfunnel.methods.iterdrag import IterDRAG
+from ragfunnel.metrics import contains_answer
 from ragfunnel.types import Example
+from ragfunnel.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, RagfunnelError
-from ragfunnel.llm.base import LLM, BaseLLM, SamplingParams
+from ragfunnel.llm.base import LLM, BaseLLM
 from ragfunnel.methods import CorpusMethod, make_method
 from ragfunnel.methods.demonstrations import Demonstration
 from ragfunnel.scaling.grid import Answerer, Config
-from ragfunnel.types import Completion
+from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
 
