@@ -63,3 +63,20 @@ def test_reference_library_agrees_on_the_formula():
     model.index([["a", "b"], ["b", "c", "c"]], show_progress=False)
     got = model.get_scores(["c"])
     np.testing.assert_allclose(got, [0, lucene(2, 1, 3, 2.5, 2)], rtol=1e-5)
+
+
+def test_top_k_many_equals_the_dense_scores_best_k_without_building_them():
+    from ragfunnel.retrieve.bm25 import BM25Index
+    from ragfunnel.retrieve.fusion import best_k
+
+    texts = ["the cat sat on the mat", "a dog chased the cat", "birds sing at dawn", "cats and dogs",
+             "the mat was red", "stopwords only: the a an"]
+    index = BM25Index(texts)
+    queries = ["cat on a mat", "dawn birds", "zebra", "dogs and cats chased"]
+    indices, scores = index.top_k_many(queries, 3)
+    dense = index.score(queries)
+    for q in range(len(queries)):
+        want_i, want_s = best_k(dense[q], 3)
+        assert list(indices[q]) == list(want_i) and list(scores[q]) == pytest.approx(list(want_s))
+    assert index.top_k_many(queries, 99)[0].shape == (4, 6)
+    assert list(index.top_k("zebra", 2)[1]) == [0.0, 0.0]

@@ -183,7 +183,25 @@ class BM25Index:
 
     def top_k(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(indices, scores) of the ``k`` best texts for ``query``, best first (ties by position)."""
-        return best_k(self.score([query])[0], k)
+        indices, scores = self.top_k_many([query], k)
+        return indices[0], scores[0]
+
+    def top_k_many(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, scores), each of shape (len(queries), min(k, len(texts))), of every query's ``k`` best
+        texts, best first. Each query's scores are summed from its own terms' postings in the sparse
+        term-by-text scores, one query at a time: no queries × texts matrix is ever built."""
+        k = min(k, self._n_docs)
+        out_indices = np.zeros((len(queries), k), dtype=np.int64)
+        out_scores = np.zeros((len(queries), k), dtype=np.float64)
+        vocab = self._model.vocab_dict
+        s = self._model.scores
+        data, indices, indptr = s["data"], s["indices"], s["indptr"]
+        for q, terms in enumerate(tokenize(queries)):
+            term_ids = np.fromiter((vocab[t] for t in terms if t in vocab), dtype=np.int64)
+            positions = _postings(indptr, term_ids)
+            scores = np.bincount(indices[positions], weights=data[positions], minlength=self._n_docs)
+            out_indices[q], out_scores[q] = best_k(scores, k)
+        return out_indices, out_scores
 
     def score(self, queries: list[str]) -> np.ndarray:
         """Return an array of shape (len(queries), len(texts)) of BM25 scores.
@@ -201,12 +219,15 @@ class BM25Index:
             return out
         s = self._model.scores
         data, indices, indptr = s["data"], s["indices"], s["indptr"]
-        starts, lengths = indptr[term_ids], indptr[term_ids + 1] - indptr[term_ids]
-        total = int(lengths.sum())
-        # Flat positions into data/indices for every (query term, posting) pair.
-        run_start = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        positions = np.arange(total) - run_start + np.repeat(starts, lengths)
-        rows = np.repeat(q_index, lengths)
+        positions = _postings(indptr, term_ids)
+        rows = np.repeat(q_index, indptr[term_ids + 1] - indptr[term_ids])
         flat = rows * self._n_docs + indices[positions].astype(np.int64)
         out += np.bincount(flat, weights=data[positions], minlength=out.size).reshape(out.shape)
         return out
+
+
+def _postings(indptr: np.ndarray, term_ids: np.ndarray) -> np.ndarray:
+    """Flat positions into the score arrays of every posting of ``term_ids`` (a term repeated, repeated)."""
+    starts, lengths = indptr[term_ids], indptr[term_ids + 1] - indptr[term_ids]
+    run_start = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(int(lengths.sum())) - run_start + np.repeat(starts, lengths)
