@@ -5,7 +5,8 @@ text as plain text, and whether answers cite the chapter that holds them.
    ``pdftotext``, alternating, ``--repeats`` each; median seconds, and token F1 against pdftotext per page,
    averaged over pages. pdftotext comes from Debian's poppler-utils (installed here if missing and root).
 2. **EPUB vs text**: ``ragfunnel.answer`` with the default models (``auto``) over *Moby-Dick* as the EPUB and
-   as the same text in a ``.txt``, alternating per question, disk caches off; total seconds each.
+   as the same text in a ``.txt``, alternating per question, disk caches off and the models' prompt state
+   dropped before each ask; total seconds each.
 3. **Cited chapter**: ten questions written here, each answered by a phrase that occurs in one chapter only
    (checked below); a hit when the first citation names that chapter.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from ragfunnel import answer
 from ragfunnel.documents import read_document
-from ragfunnel.llm.registry import set_disk_caches
+from ragfunnel.llm.registry import reset_loaded, set_disk_caches
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "documents_real"
 GEOTOPO = SHARED / "pdf" / "GeoTopo-komprimiert.pdf"
@@ -122,6 +123,7 @@ def epub_benchmark(questions: list[tuple[str, str, str]]) -> dict:
             assert holders == [chapter], (phrase, holders)  # the phrase is in that chapter alone
             timed = {}
             for kind in (("epub", "txt") if i % 2 == 0 else ("txt", "epub")):
+                reset_loaded()  # cold prompt state: the second read of the same text must not ride on the first
                 started = time.perf_counter()
                 prediction = answer(question, files=[MOBY if kind == "epub" else plain])
                 timed[kind] = (time.perf_counter() - started, prediction)
