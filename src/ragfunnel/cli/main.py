@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -253,13 +254,25 @@ def _summary(prediction: Prediction) -> str:
 @click.option("--prepare", is_flag=True, help="Assemble and SHA-256-verify every installed bundled model.")
 @click.option("--verify", is_flag=True,
               help="Hash every installed bundled model again in full, whatever its saved check says.")
+@click.option("--measure-speeds", is_flag=True,
+              help="Measure how fast the default light and strong models read and write on this machine, so the "
+                   "first `ask` does not (scripts/setup.sh does this once).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def models(prepare: bool, verify: bool, as_json: bool) -> None:
+def models(prepare: bool, verify: bool, measure_speeds: bool, as_json: bool) -> None:
     """List the bundled models: role, size, path and whether each is ready."""
     if prepare or verify:
         for name in bundled.BUNDLED:
             if bundled.status(name).path is not None:
                 (bundled.verify if verify else bundled.ensure)(name)
+    if measure_speeds:
+        from ragfunnel.llm import resolve
+        from ragfunnel.llm.speed import speed_of
+
+        started = time.perf_counter()
+        for spec in (DEFAULT_LIGHT, DEFAULT_STRONG):
+            speed_of(resolve(spec))
+        click.echo(f"measured the speeds of {DEFAULT_LIGHT} and {DEFAULT_STRONG} on this machine in "
+                   f"{time.perf_counter() - started:.0f} s (kept; `auto` plans with them)", err=True)
     rows = [bundled.status(name) for name in bundled.BUNDLED]
     if as_json:
         click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
