@@ -76,7 +76,7 @@ def test_fb_over_an_index_answers_and_cites_documents(tmp_path):
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     stages = [s["name"] for s in out["trace"]["stages"]]
-    assert stages[:2] == ["retrieval", "pre_ranking"] and "generate" in stages
+    assert stages[:2] == ["retrieval", "pre_ranking"] and "stage3_generate" in stages
     assert out["citations"] and all(c["file"] for c in out["citations"])
 
 
