@@ -478,6 +478,8 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 def search(index_dir: Path, question: str, funnel: bool, exact: bool, top_k: int, top_clusters: int | None,
            top_documents: int, pre_ranker: str, post_ranker: str, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
+    if exact and funnel:
+        raise ConfigError("--exact goes with --flat (the funnel searches no passage vectors)")
     found = search_index(index_dir, question, top_k=top_k, funnel=funnel, exact=exact, top_clusters=top_clusters,
                          top_documents=top_documents, pre_ranker=pre_ranker, post_ranker=post_ranker).to_dict()
     results, stages = found["results"], found["stages"]
