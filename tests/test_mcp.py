@@ -91,3 +91,41 @@ def test_an_answer_with_citations_and_progress(root):
     assert result["answer"] and result["method"] == "op"
     assert result["citations"][0]["file"] == "harbour.md"
     assert progress and progress[-1].endswith("done")
+
+
+def test_streamable_http_needs_its_token(root):
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.test_registry_and_http import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([RAGFUNNEL, "mcp", "--root", str(root), "--http", str(port), "--token", "tok"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/v1/mcp"
+        assert httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).status_code == 401
+
+        async def main():
+            async with httpx2.AsyncClient(headers={"Authorization": "Bearer tok"}) as http, \
+                    streamable_http_client(url, http_client=http) as streams, \
+                    ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                return {t.name for t in (await session.list_tools()).tools}
+
+        assert anyio.run(main) == {"answer", "search", "add_document", "list_documents"}
+    finally:
+        proc.terminate()
+        proc.wait(10)

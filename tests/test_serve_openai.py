@@ -99,3 +99,31 @@ def test_a_missing_token_is_401_in_openais_shape(url):
         client(url, token="wrong").chat.completions.create(
             model="ragfunnel-op", messages=[{"role": "user", "content": "Q?"}])
     assert raised.value.body["code"] == "invalid_api_key"
+
+
+def test_a_chat_client_that_hangs_up_mid_stream_cancels_its_job():
+    import json
+    import socket
+
+    import httpx
+
+    from tests.test_serve_hostile import LiveServer, slow_model
+
+    calls: list[float] = []
+    settings = Settings(light="fake:quick", strong="fake:slow", prefill=False)
+    with registered("fake:quick", FakeLLM(reply)), registered("fake:slow", slow_model(30, calls)), \
+            LiveServer(create_app(settings)) as url:
+        body = json.dumps({"model": "ragfunnel-lc", "stream": True, "messages": [
+            {"role": "system", "content": TEXT}, {"role": "user", "content": "When?"}]}).encode()
+        with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            received = b""
+            while b"chat.completion.chunk" not in received:  # the stream began (headers come first)
+                received += s.recv(4096)
+            time.sleep(0.5)
+        deadline = time.monotonic() + 5
+        while len(calls) % 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(calls) == 2 and calls[1] - calls[0] < 5, "the generation went on after its client left"
+        assert httpx.get(f"{url}/healthz").json()["pending"] == 0
