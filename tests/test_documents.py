@@ -265,3 +265,10 @@ def test_a_long_unpunctuated_stretch_is_quoted_around_the_answer():
     [citation] = cite(_prediction("Ada Brun", chunk_words(text, chunk_words=1000)), context, "Who is the keeper?")
     assert "Ada Brun" in citation.quote and len(citation.quote) <= 400
     assert text[citation.start:citation.end] == citation.quote and citation.quote[0] != " "
+
+
+@pytest.mark.parametrize("content", [b"<html>", b"<!-- only a comment -->", b"<!doctype html>\n"])
+def test_html_without_a_document_is_refused_in_one_line(tmp_path, content):
+    page = tmp_path / "empty.html"
+    page.write_bytes(content)
+    _refused(page, "holds no visible text")

@@ -34,6 +34,8 @@ def read_epub(path: Path, limits: ReadLimits) -> SourceDocument:
                 continue
             href = _join(base, item.get("href", ""))
             root = parse_html(read_xml_part(archive, href, path))
+            if root is None:  # an empty chapter file
+                continue
             body = root.find(".//body")
             text = html_text(body if body is not None else root)
             title = titles.get(href) or first_heading(root) or posixpath.basename(href)
@@ -59,8 +61,9 @@ def _titles(archive: zipfile.ZipFile, manifest: dict, spine, base: str, path: Pa
     if nav is not None:
         nav_href = _join(base, nav.get("href", ""))
         root = parse_html(read_xml_part(archive, nav_href, path))
-        tocs = [n for n in root.iter("nav") if "toc" in (n.get("epub:type") or n.get("type") or "")]
-        for a in (tocs[0] if tocs else root).iter("a"):
+        tocs = [] if root is None else [n for n in root.iter("nav")
+                                        if "toc" in (n.get("epub:type") or n.get("type") or "")]
+        for a in (tocs[0] if tocs else root).iter("a") if root is not None else ():
             _add_title(titles, posixpath.dirname(nav_href), a.get("href"), " ".join(a.text_content().split()))
     ncx = manifest.get(spine.get("toc"))
     if not titles and ncx is not None:

@@ -23,7 +23,8 @@ def read_html(path: Path, raw: bytes) -> SourceDocument:
         return markdown_document(path.name, main, format="html")
     # Too short or too plain for boilerplate removal: every visible word instead.
     builder = DocumentBuilder(path.name, "html")
-    builder.add(html_text(parse_html(raw)) if raw.strip() else "")
+    root = parse_html(raw) if raw.strip() else None
+    builder.add(html_text(root) if root is not None else "")
     document = builder.build()
     if not document.text:
         raise InputError(f"{path.name} holds no visible text; pass a page with text")

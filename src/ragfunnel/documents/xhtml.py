@@ -15,13 +15,18 @@ _BLANK_LINES = re.compile(r"\n\s*\n+")
 
 
 def parse_html(data: bytes):
+    """The document's root element, or None when the markup holds no document at all (empty, only comments)."""
     try:
+        import lxml.etree
         import lxml.html
     except ImportError:
         raise MissingExtra("lxml", "documents") from None
 
     parser = lxml.html.HTMLParser(no_network=True, remove_comments=True, remove_pis=True)
-    return lxml.html.document_fromstring(data, parser=parser)
+    try:
+        return lxml.html.document_fromstring(data, parser=parser)
+    except (lxml.etree.ParserError, lxml.etree.XMLSyntaxError, ValueError):
+        return None
 
 
 def html_text(root) -> str:

@@ -477,7 +477,14 @@ async def _uploaded(request: Request, settings: Settings) -> tuple[str, str, str
             path.parent.mkdir()
             path.write_bytes(await upload.read())
             paths.append(path)
-        located = await run_in_threadpool(read_context, paths, limits)
+        try:
+            located = await run_in_threadpool(read_context, paths, limits)
+        except RagfunnelError:
+            raise
+        except Exception as e:  # a reader library tripped on hostile bytes: the client's file, not a server fault
+            log.warning("an upload could not be read: %s: %s", type(e).__name__, e)
+            raise InputError(f"the uploaded files could not be read ({type(e).__name__}); check that each is a "
+                             "valid PDF, DOCX, EPUB, HTML, Markdown or text file") from None
     return located.text, name or ", ".join(d.name for d in located.documents), task, located
 
 
