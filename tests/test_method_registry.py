@@ -99,3 +99,24 @@ def test_answer_reaches_both_kinds_from_exactly_one_source(index):
             ragfunnel.answer("Who?", **sources)
     with pytest.raises(ConfigError, match="pass --index DIR instead of --context"):
         ragfunnel.answer("Who?", CONTEXT, method="iterdrag")
+
+
+def test_search_opens_an_index_directory_once_per_process(monkeypatch, tmp_path):
+    import ragfunnel.api as api
+
+    opened = []
+
+    class Opened:
+        def __init__(self, root):
+            opened.append(root)
+            self.root = root
+
+    monkeypatch.setattr(api, "CorpusIndex", Opened)
+    monkeypatch.setattr(api, "flat_search", lambda index, question, k, exact: (index, question, k))
+    api._opened.cache_clear()
+    first = api.search(tmp_path, "Who kept the light?", funnel=False)
+    again = api.search(str(tmp_path) + "/", "And then?", funnel=False, top_k=2)
+    assert opened == [str(tmp_path.resolve())]
+    assert first[0].root == str(tmp_path.resolve()) and first[1:] == ("Who kept the light?", 4)
+    assert again[0] is first[0] and again[2] == 2
+    api._opened.cache_clear()

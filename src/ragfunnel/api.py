@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ragfunnel.confidence import Abstaining, using_calibration
-from ragfunnel.corpus.funnel import SearchResult, flat_search
+from ragfunnel.corpus.funnel import FunnelRetriever, SearchResult, flat_search
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.documents import LocatedContext, ReadLimits, cite, read_context
 from ragfunnel.errors import ConfigError
@@ -79,15 +80,33 @@ def search(index: CorpusIndex | str | Path, question: str, *, top_k: int = 4, fu
            pre_ranker: str = DEFAULT_PRE_RANKER, post_ranker: str = DEFAULT_LIGHT) -> SearchResult:
     """The ``top_k`` passages of a corpus index for ``question``, mirroring ``ragfunnel search``: FunnelRAG's
     three stages (BM25 over clusters, ``pre_ranker`` over documents, ``post_ranker``'s attention over
-    passages), or with ``funnel=False`` flat dense search over the passage vectors (``index --flat``)."""
-    from ragfunnel.retrieve.attention import load_post_ranker
+    passages), or with ``funnel=False`` flat dense search over the passage vectors (``index --flat``).
 
+    An index named by its directory is opened (and verified) once per process, and a funnel's rankers are
+    loaded once per set of options, so retrievers that call this per query do not pay for either again."""
     question = check_question(question)
     if exact and funnel:
         raise ConfigError("exact goes with flat search (funnel=False): the funnel searches no passage vectors")
     if not funnel:
-        return flat_search(index if isinstance(index, CorpusIndex) else CorpusIndex(index), question, top_k,
-                           exact=exact)
-    _, retriever = open_funnel(index, pre_ranker=pre_ranker, post_ranker=load_post_ranker(post_ranker),
-                               top_clusters=top_clusters, top_documents=top_documents, top_passages=top_k)
+        return flat_search(_opened(_index_key(index)), question, top_k, exact=exact)
+    retriever = _funnel(_index_key(index), pre_ranker, post_ranker, top_clusters, top_documents, top_passages=top_k)
     return retriever.search(question)
+
+
+def _index_key(index: CorpusIndex | str | Path) -> CorpusIndex | str:
+    return index if isinstance(index, CorpusIndex) else str(Path(index).resolve())
+
+
+@lru_cache(maxsize=8)
+def _opened(index: CorpusIndex | str) -> CorpusIndex:
+    return index if isinstance(index, CorpusIndex) else CorpusIndex(index)
+
+
+@lru_cache(maxsize=8)
+def _funnel(index: CorpusIndex | str, pre_ranker: str, post_ranker: str, top_clusters: int | None,
+            top_documents: int, *, top_passages: int) -> FunnelRetriever:
+    from ragfunnel.retrieve.attention import load_post_ranker
+
+    _, retriever = open_funnel(_opened(index), pre_ranker=pre_ranker, post_ranker=load_post_ranker(post_ranker),
+                               top_clusters=top_clusters, top_documents=top_documents, top_passages=top_passages)
+    return retriever

@@ -12,6 +12,7 @@ _WORD = re.compile(r"\S+")
 # Between the files of one context (ragfunnel.documents). Python counts U+001C as whitespace, so it never
 # enters a chunk's text; a window never runs past it, so no chunk holds the end of one file and the next's start.
 FILE_SEPARATOR = "\x1c"
+_SEPARATOR = re.compile(FILE_SEPARATOR)
 
 
 def count_words(text: str) -> int:
@@ -24,7 +25,7 @@ def word_windows(text: str, words: int) -> list[tuple[int, int]]:
     if words < 1:
         raise ConfigError(f"chunk_words must be at least 1, got {words}")
     spans = [m.span() for m in _WORD.finditer(text)]
-    separators = [i for i, ch in enumerate(text) if ch == FILE_SEPARATOR] if FILE_SEPARATOR in text else []
+    separators = [m.start() for m in _SEPARATOR.finditer(text)] if FILE_SEPARATOR in text else []
     windows, first = [], 0
     while first < len(spans):
         last = min(first + words, len(spans)) - 1
