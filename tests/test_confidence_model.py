@@ -9,7 +9,7 @@ import pytest
 
 from ragfunnel.confidence import measuring_every_signal
 from ragfunnel.llm import resolve
-from ragfunnel.llm.llamacpp import LOGPROB_TOKENS
+from ragfunnel.llm.llamacpp_batch import LOGPROB_TOKENS
 from ragfunnel.methods import make_method
 
 pytestmark = pytest.mark.model

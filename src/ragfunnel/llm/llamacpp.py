@@ -1,21 +1,17 @@
 """llama.cpp backend (llama-cpp-python) for local GGUF models — the offline default.
 
-Three things make repeated questions cheap here:
+The backend is one ``generate`` over llama.cpp; what makes repeated questions cheap lives beside it:
 
-- **K samples of one prompt decode together**: the prompt is read once into sequence 0, its KV
-  cells are shared with sequences 1..K-1, and every step decodes one token of each live sequence
-  in one batch (llama.cpp's batch API), instead of K decodes one after another.
-- **Document prefixes are read once** (:meth:`LlamaCppLLM.keep_prefix`): the KV state after a
-  question-independent prompt prefix (instructions and document) is kept in memory and on disk,
-  keyed by the model file's SHA-256 and the exact prefix tokens, and restored for the next
-  question instead of reading the document again.
-- A prompt that starts where the last one did reuses the common prefix (llama-cpp-python's own
-  longest-prefix match).
+- K samples of one prompt decode together, sharing the prompt's KV cells
+  (:mod:`ragfunnel.llm.llamacpp_batch`).
+- Document prefixes are read once and their KV state kept in memory and on disk
+  (:mod:`ragfunnel.llm.llamacpp_state`).
+- A prompt that starts where the last one did reuses the common prefix.
+- Prompts are counted from the vocabulary alone until a call needs the weights (:mod:`ragfunnel.llm.gguf`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import threading
 import time
@@ -25,17 +21,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ragfunnel.errors import ConfigError, MissingExtra, ModelError
+from ragfunnel.errors import ConfigError, ModelError
 from ragfunnel.llm.base import BaseLLM, cpu_threads
-from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore, PrefixState, prefix_key
+from ragfunnel.llm.gguf import GGUFVocab, chat_template
+from ragfunnel.llm.llamacpp_batch import MAX_PARALLEL, answer_logprobs, sample_together
+from ragfunnel.llm.llamacpp_state import KeptPrefixes, read_tokens
+from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore
 from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
 
-MAX_PARALLEL = 8  # sequences one context decodes together (drafts beyond this go in further rounds)
-# Tokens of a greedy answer whose log-probabilities are read back (short answers fit; a summary's first
-# sentence is enough to judge how sure the model was, and re-reading all of it would cost seconds).
-LOGPROB_TOKENS = 32
 _YES, _NO = ("Yes", "yes", "YES", " Yes"), ("No", "no", "NO", " No")
 _SPLIT = "\ue000"  # a private-use character marking where a prompt prefix ends inside the chat template
 _construct_lock = threading.Lock()
@@ -64,50 +59,6 @@ def _context_params(**fields: Any) -> Iterator[None]:
             yield
         finally:
             low.llama_context_default_params = original
-
-
-def _trained_context(path: Path) -> int:
-    """The context length a GGUF model was trained with, read from its metadata (vocab only, cheap)."""
-    import llama_cpp
-    from llama_cpp._utils import suppress_stdout_stderr
-
-    params = llama_cpp.llama_model_default_params()
-    params.vocab_only = True
-    with suppress_stdout_stderr(disable=False):
-        model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
-    if not model:
-        raise ValueError("not a readable GGUF file")
-    try:
-        def meta(key: str) -> str:
-            buf = ctypes.create_string_buffer(256)
-            n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
-            return buf.value.decode() if n >= 0 else ""
-
-        return int(meta(f"{meta('general.architecture')}.context_length") or 0)
-    finally:
-        llama_cpp.llama_model_free(model)
-
-
-def check_gguf_file(path: Path) -> None:
-    """One clear ModelError for a path llama.cpp could not load anyway: missing, a directory, not GGUF.
-
-    Cheap (reads four bytes), so the registry runs it when a ``gguf:`` spec is resolved, long before
-    the first call imports llama.cpp.
-    """
-    if path.is_dir():
-        raise ModelError(f"model file {path} is a directory; give the path of the .gguf file inside it")
-    if path.exists() and not path.is_file():  # a pipe or a device would block or never end
-        raise ModelError(f"model file {path} is not a regular file (a pipe, socket or device); give a .gguf file")
-    try:
-        with path.open("rb") as f:
-            magic = f.read(4)
-    except FileNotFoundError:
-        raise ModelError(f"model file {path} does not exist; check the path or run `ragfunnel models`") from None
-    except OSError as e:
-        raise ModelError(f"cannot read model file {path} ({e.strerror or e}); check its permissions") from None
-    if magic != b"GGUF":
-        raise ModelError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'); give a .gguf model file "
-                         "(convert other formats with llama.cpp's convert_hf_to_gguf.py)")
 
 
 class LlamaCppLLM(BaseLLM):
@@ -141,6 +92,7 @@ class LlamaCppLLM(BaseLLM):
         self._n_threads = n_threads or cpu_threads()
         self._n_batch = n_batch
         self._llama: Any = None
+        self._vocab: GGUFVocab | None = None  # the vocabulary alone, until the weights load
         self._template: Any = None  # the model's chat template (None: prompts go in as plain text)
         self._lock = threading.RLock()
         self._grammars: dict[str, Any] = {}  # GBNF text -> compiled LlamaGrammar (parsing is not free)
@@ -154,15 +106,11 @@ class LlamaCppLLM(BaseLLM):
     def warm_up(self) -> None:
         if self._llama is not None:
             return
-        check_gguf_file(self.model_path)  # a wrong path is named even where llama.cpp is not installed
-        try:
-            from llama_cpp import Llama
-            from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-        except ImportError:
-            raise MissingExtra("llama_cpp", "llamacpp") from None
+        vocab = self._tokenizer()  # names a wrong path or a missing llama.cpp; gives the trained context
+        from llama_cpp import Llama
+
         started = time.perf_counter()
         try:
-            self._n_ctx = min(self._n_ctx, _trained_context(self.model_path) or self._n_ctx)
             with _context_params(n_seq_max=MAX_PARALLEL, kv_unified=True):
                 llama = Llama(
                     model_path=str(self.model_path),
@@ -177,19 +125,24 @@ class LlamaCppLLM(BaseLLM):
                 f"llama.cpp could not load {self.model_path} ({e}); the file is truncated or not GGUF — "
                 "replace it (for bundled models: `ragfunnel models --prepare`)"
             ) from None
-        template = llama.metadata.get("tokenizer.chat_template")
-        if template:
-            model = llama._model
-            eos, bos = model.token_eos(), model.token_bos()
-            self._template = Jinja2ChatFormatter(
-                template=template,
-                eos_token=model.token_get_text(eos) if eos != -1 else "",
-                bos_token=model.token_get_text(bos) if bos != -1 else "",
-            )
-        else:
-            log.warning("%s has no chat template; prompts go in as plain text", self.name)
-        self._llama = llama
+        self._template = chat_template(llama._model)
+        with self._lock:
+            self._llama, self._vocab = llama, None
+        vocab.close()
         log.info("loaded %s in %.1fs (n_ctx=%d)", self.name, time.perf_counter() - started, self._n_ctx)
+
+    def _tokenizer(self) -> Any:
+        """What tokenizes prompts: the loaded model, or its vocabulary alone until a call needs the weights."""
+        with self._lock:
+            if self._llama is not None:
+                return self._llama
+            if self._vocab is None:
+                self._vocab = GGUFVocab(self.model_path)
+                self._template = self._vocab.template
+                if self._template is None:
+                    log.warning("%s has no chat template; prompts go in as plain text", self.name)
+                self._n_ctx = min(self._n_ctx, self._vocab.trained_context or self._n_ctx)
+            return self._vocab
 
     def reset(self) -> None:
         """Forget every prompt state this model holds in memory, so the next call reads its prompt in full.
@@ -215,12 +168,11 @@ class LlamaCppLLM(BaseLLM):
 
     @property
     def context_window(self) -> int:
-        self.warm_up()
+        self._tokenizer()
         return self._n_ctx
 
     def _count_tokens(self, text: str) -> int:
-        self.warm_up()
-        return len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return len(self._tokenizer().tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     # -- prompts as the model reads them --------------------------------------------------------
 
@@ -231,36 +183,25 @@ class LlamaCppLLM(BaseLLM):
 
     def prompt_tokens(self, prompt: str) -> list[int]:
         """The tokens the model reads for user message ``prompt`` (chat template included)."""
-        self.warm_up()
-        return self._llama.tokenize(self._render(prompt).encode("utf-8"), add_bos=self._template is None,
-                                    special=True)
+        tokenizer = self._tokenizer()
+        return tokenizer.tokenize(self._render(prompt).encode("utf-8"), add_bos=self._template is None, special=True)
 
     def prefix_tokens(self, prefix: str) -> list[int]:
         """The tokens of a user message's first part ``prefix``, as they start every prompt beginning with it."""
-        self.warm_up()
+        tokenizer = self._tokenizer()
         rendered = self._render(prefix + _SPLIT)
         head = rendered[: rendered.index(_SPLIT)]
-        return self._llama.tokenize(head.encode("utf-8"), add_bos=self._template is None, special=True)
+        return tokenizer.tokenize(head.encode("utf-8"), add_bos=self._template is None, special=True)
 
     # -- read once, ask many ----------------------------------------------------------------------
 
-    def _resident(self, tokens: list[int]) -> bool:
-        llama = self._llama
-        n = len(tokens)
-        return llama.n_tokens >= n and list(llama.input_ids[:n]) == tokens
+    def _kept(self) -> KeptPrefixes:
+        return KeptPrefixes(self.memory_prefixes, self.disk_prefixes, fingerprint=self.fingerprint, name=self.name)
 
     def prefix_state(self, prefix: str) -> str:
         """Where the KV state after ``prefix`` would come from now: resident, memory, disk or none."""
         with self._lock:
-            tokens = self.prefix_tokens(prefix)
-            if self._resident(tokens):
-                return "resident"
-            key = prefix_key(self.fingerprint, tokens)
-            if self.memory_prefixes.get(key) is not None:
-                return "memory"
-            if self.disk_prefixes is not None and self.disk_prefixes.contains(key):
-                return "disk"
-            return "none"
+            return self._kept().where(self._llama, self.prefix_tokens(prefix))
 
     def keep_prefix(self, prefix: str) -> dict[str, Any]:
         """Make the KV state after ``prefix`` current, reading it only if no store holds it.
@@ -268,73 +209,13 @@ class LlamaCppLLM(BaseLLM):
         Call it before :meth:`generate` with a prompt that starts with ``prefix``; that call then
         reads only what follows. Returns where the state came from, its tokens and the seconds spent.
         """
+        self.warm_up()
         started = time.perf_counter()
         with self._lock:
             tokens = self.prefix_tokens(prefix)
-            source = self._restore(tokens)
+            source = self._kept().restore(self._llama, tokens, n_ctx=self._n_ctx)
         return {"prefix_from": source, "prefix_tokens": len(tokens),
                 "prefix_seconds": round(time.perf_counter() - started, 3)}
-
-    def _restore(self, tokens: list[int]) -> str:
-        if self._resident(tokens):
-            return "resident"
-        if len(tokens) + 1 > self._n_ctx:
-            return "too long"  # the call itself will name the problem
-        key = prefix_key(self.fingerprint, tokens)
-        state = self.memory_prefixes.get(key)
-        source = "memory"
-        if state is None and self.disk_prefixes is not None:
-            state = self.disk_prefixes.get(key, self.fingerprint)
-            source = "disk"
-        if state is not None and tuple(tokens) == state.tokens and self._load_state(state):
-            if source == "disk":
-                self.memory_prefixes.put(key, state)
-            return source
-        self._read(tokens, keep=0)
-        state = PrefixState(tuple(tokens), self._save_state())
-        self.memory_prefixes.put(key, state)
-        if self.disk_prefixes is not None:
-            self.disk_prefixes.put(key, self.fingerprint, state)
-        return "read"
-
-    def _save_state(self) -> bytes:
-        import llama_cpp
-
-        ctx = self._llama._ctx.ctx
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
-        buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
-        return bytes(buf)[:written]
-
-    def _load_state(self, state: PrefixState) -> bool:
-        import llama_cpp
-
-        llama = self._llama
-        llama.reset()
-        llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llama._ctx.ctx), -1, -1, -1)
-        buf = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
-        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buf, len(state.data), 0) != len(state.data):
-            log.warning("llama.cpp refused a stored document state for %s; reading the document again", self.name)
-            return False
-        n = len(state.tokens)
-        llama.input_ids[:n] = state.tokens
-        llama.n_tokens = n
-        llama._requires_eval = True  # the restored state has no logits: the next call re-reads one token
-        return True
-
-    def _read(self, tokens: list[int], *, keep: int | None = None) -> None:
-        """Make sequence 0 hold ``tokens`` with fresh logits for the last one, reusing the common prefix."""
-        llama = self._llama
-        common = 0
-        if keep is None:
-            limit = min(llama.n_tokens, len(tokens) - 1)
-            while common < limit and llama.input_ids[common] == tokens[common]:
-                common += 1
-        else:
-            common = keep
-        llama._ctx.kv_cache_seq_rm(0, common, -1)
-        llama.n_tokens = common
-        llama.eval(tokens[common:])
 
     # -- generation ---------------------------------------------------------------------------------
 
@@ -371,7 +252,8 @@ class LlamaCppLLM(BaseLLM):
             if n > 1 and params.temperature > 0 and params.grammar is None:
                 outs = []
                 for first in range(0, n, MAX_PARALLEL):
-                    outs += self._sample_together(tokens, params, min(MAX_PARALLEL, n - first), first)
+                    outs += sample_together(self._llama, tokens, params, min(MAX_PARALLEL, n - first), first=first,
+                                            name=self.name)
             else:
                 outs = [self._sample_one(tokens, params, i) for i in range(n)]
         # The document's read (or restore) is part of the first sample's time, like any prompt read.
@@ -406,54 +288,11 @@ class LlamaCppLLM(BaseLLM):
             text = "".join(pieces)
             n_out = len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)) if text else 0
         greedy = params.temperature == 0 and params.grammar is None
-        logprobs = self._answer_logprobs(tokens, text) if greedy and text.strip() else ()
+        logprobs = ()
+        if greedy and text.strip():
+            logprobs = answer_logprobs(self._llama, tokens, text, n_ctx=self._n_ctx, name=self.name)
         return Completion(text=text, prompt_tokens=len(tokens), completion_tokens=n_out,
                           seconds=time.perf_counter() - started, finish_reason=finish, logprobs=logprobs)
-
-    def _answer_logprobs(self, prompt: list[int], text: str) -> tuple[float, ...]:
-        """The log-probability of each of the first :data:`LOGPROB_TOKENS` tokens of ``text`` after ``prompt``.
-
-        llama.cpp keeps logits for the last position only (keeping them all would cost n_ctx x vocab
-        floats), so the answer is decoded once more from the prompt's last token, one batch with logits
-        at every row: a few dozen tokens, a fraction of a second. Afterwards the context holds prompt
-        and answer, so a judge question that follows them reads only itself (:meth:`yes_probability`).
-        """
-        import llama_cpp
-        import numpy as np
-
-        llama = self._llama
-        answer = llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)[:LOGPROB_TOKENS]
-        n_prompt = len(prompt)
-        if not answer or n_prompt + len(answer) > self._n_ctx:
-            return ()
-        ctx = llama._ctx.ctx
-        feed = [prompt[-1], *answer]
-        llama._ctx.kv_cache_seq_rm(0, n_prompt - 1, -1)
-        llama._requires_eval = True
-        batch = llama_cpp.llama_batch_init(len(feed), 0, 1)
-        try:
-            batch.n_tokens = len(feed)
-            for row, token in enumerate(feed):
-                batch.token[row] = token
-                batch.pos[row] = n_prompt - 1 + row
-                batch.n_seq_id[row] = 1
-                batch.seq_id[row][0] = 0
-                batch.logits[row] = True
-            if llama_cpp.llama_decode(ctx, batch) != 0:
-                llama.n_tokens = n_prompt - 1
-                log.warning("llama.cpp could not read back the answer's log-probabilities on %s", self.name)
-                return ()
-            out = []
-            for row, token in enumerate(answer):
-                logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, row), shape=(llama._n_vocab,))
-                top = float(logits.max())
-                out.append(float(logits[token]) - top - float(np.log(np.exp(logits - top).sum())))
-        finally:
-            llama_cpp.llama_batch_free(batch)
-        held = [*prompt, *answer]
-        llama.input_ids[: len(held)] = held
-        llama.n_tokens = len(held)
-        return tuple(out)
 
     def yes_probability(self, prompt: str, answer: str, check: str) -> float | None:
         """P("Yes") against P("No") as the first word of the model's reply to ``check``, asked after it
@@ -474,7 +313,7 @@ class LlamaCppLLM(BaseLLM):
         if len(tokens) + 1 > self._n_ctx:
             return None
         with self._lock:
-            self._read(tokens)
+            read_tokens(self._llama, tokens)
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, -1),
                                            shape=(self._llama._n_vocab,)).astype(np.float64)
             self._llama._requires_eval = True
@@ -487,90 +326,3 @@ class LlamaCppLLM(BaseLLM):
         yes = float(np.exp(logits[first_tokens(_YES)] - top).sum())
         no = float(np.exp(logits[first_tokens(_NO)] - top).sum())
         return yes / (yes + no) if yes + no > 0 else None
-
-    def _sampler(self, params: SamplingParams, seed: int) -> Any:
-        import llama_cpp
-
-        chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        if params.top_k > 0:
-            llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_k(params.top_k))
-        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_top_p(params.top_p, 1))
-        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_temp(params.temperature))
-        llama_cpp.llama_sampler_chain_add(chain, llama_cpp.llama_sampler_init_dist(seed & 0xFFFFFFFF))
-        return chain
-
-    def _sample_together(self, tokens: list[int], params: SamplingParams, n: int, first: int) -> list[Completion]:
-        """``n`` samples of one prompt decoded as one batch of sequences sharing the prompt's KV cells.
-
-        Sample ``i`` uses seed ``params.seed + first + i``. Every step decodes one token of each live
-        sequence in a single ``llama_decode``; the extra sequences are dropped at the end, so the
-        context again holds the prompt alone.
-        """
-        import llama_cpp
-
-        llama = self._llama
-        ctx, vocab = llama._ctx.ctx, llama._model.vocab
-        memory = llama_cpp.llama_get_memory(ctx)
-        started = time.perf_counter()
-        self._read(tokens)
-        read_seconds = time.perf_counter() - started
-        n_prompt = len(tokens)
-        for seq in range(1, n):
-            llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
-        samplers = [self._sampler(params, params.seed + first + i) for i in range(n)]
-        batch = llama_cpp.llama_batch_init(n, 0, 1)
-        out: list[list[int]] = [[] for _ in range(n)]
-        texts = [""] * n
-        finish = ["length"] * n
-        logits_at = [-1] * n  # each sequence's row of logits in the last decode
-        live = list(range(n))
-        try:
-            while live:
-                stepping = []
-                for seq in live:
-                    token = llama_cpp.llama_sampler_sample(samplers[seq], ctx, logits_at[seq])
-                    if llama_cpp.llama_vocab_is_eog(vocab, token):
-                        finish[seq] = "stop"
-                        continue
-                    out[seq].append(token)
-                    if params.stop:  # only stop strings need the text while decoding
-                        texts[seq] = llama.detokenize(out[seq]).decode("utf-8", errors="ignore")
-                        if any(s in texts[seq] for s in params.stop):
-                            finish[seq] = "stop"
-                            continue
-                    if len(out[seq]) < params.max_tokens:
-                        stepping.append(seq)
-                live = stepping
-                if not live:
-                    break
-                batch.n_tokens = len(live)
-                for row, seq in enumerate(live):
-                    batch.token[row] = out[seq][-1]
-                    batch.pos[row] = n_prompt + len(out[seq]) - 1
-                    batch.n_seq_id[row] = 1
-                    batch.seq_id[row][0] = seq
-                    batch.logits[row] = True
-                    logits_at[seq] = row
-                if llama_cpp.llama_decode(ctx, batch) != 0:
-                    raise ModelError(f"llama.cpp failed to decode a batch of {len(live)} samples on {self.name}; "
-                                     "lower --samples")
-        finally:
-            llama_cpp.llama_batch_free(batch)
-            for sampler in samplers:
-                llama_cpp.llama_sampler_free(sampler)
-            for seq in range(1, n):
-                llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
-            llama_cpp.llama_memory_seq_rm(memory, 0, n_prompt, -1)
-            llama.n_tokens = n_prompt
-            llama._requires_eval = True
-        seconds = time.perf_counter() - started
-        outs = []
-        for seq in range(n):
-            text = texts[seq] if params.stop else llama.detokenize(out[seq]).decode("utf-8", errors="ignore")
-            for s in params.stop:
-                text = text.split(s, 1)[0]
-            # The shared prompt read is charged to the first sample, as sequential sampling would.
-            share = read_seconds if seq == 0 else 0.0
-            outs.append(Completion(text=text, prompt_tokens=n_prompt, completion_tokens=len(out[seq]),
-                                   seconds=share + (seconds - read_seconds) / n, finish_reason=finish[seq]))
-        return outs

@@ -35,7 +35,8 @@ def _bundled(rest: str) -> LLM:
 
 
 def _gguf(rest: str) -> LLM:
-    from ragfunnel.llm.llamacpp import LlamaCppLLM, check_gguf_file
+    from ragfunnel.llm.gguf import check_gguf_file
+    from ragfunnel.llm.llamacpp import LlamaCppLLM
 
     check_gguf_file(Path(rest))
     return LlamaCppLLM(rest, name=f"gguf:{rest}")
@@ -185,7 +186,7 @@ def model_identity(spec: str) -> dict[str, Any]:
         servers = {"url": urls[0]} if len(urls) == 1 else {"urls": urls}
         return {"spec": spec, **servers, "model": model}
     from ragfunnel.llm.fingerprint import file_sha256
-    from ragfunnel.llm.llamacpp import check_gguf_file
+    from ragfunnel.llm.gguf import check_gguf_file
 
     path = Path(rest)
     check_gguf_file(path)

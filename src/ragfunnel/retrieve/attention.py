@@ -349,7 +349,7 @@ def load_post_ranker(spec: str, **kwargs) -> AttentionPostRanker:
         path = bundled.ensure(rest)  # raises on an unknown name before get() is asked
         return AttentionPostRanker.from_gguf(path, sha256=bundled.get(rest).sha256, **kwargs)
     if sep and scheme == "gguf":
-        from ragfunnel.llm.llamacpp import check_gguf_file
+        from ragfunnel.llm.gguf import check_gguf_file
 
         try:
             check_gguf_file(Path(rest))  # before the file is hashed or handed to transformers
