@@ -121,3 +121,27 @@ def test_the_ledger_adds_up_seconds_per_document():
     ledger.add("a document", 10.0)
     ledger.add("a document", 5.5)
     assert ledger.spent("a document") == 15.5 and ledger.spent("another") == 0.0
+
+
+@pytest.mark.parametrize("elsewhere", [{"host": "another-host"}, {"cpus": 64}, {"cpu": "Some Other CPU"},
+                                       {"model": "0" * 64}, {}])
+def test_a_speed_file_is_trusted_only_from_this_machine_and_this_model_file(tmp_path, monkeypatch, elsewhere):
+    import json
+
+    from ragfunnel.llm import speed
+
+    monkeypatch.setenv("RAGFUNNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(speed, "_measured", {})
+    measured = []
+    monkeypatch.setattr(speed, "calibrate", lambda llm: measured.append(llm.name) or SpeedProfile(300, 30))
+    llm = FakeLLM(lambda prompt, i: "1 2 3", name="fake-speed")
+    path = speed._profile_path(llm)
+    path.parent.mkdir(parents=True)
+    machine = {**speed.machine_of(llm.fingerprint), **elsewhere}
+    path.write_text(json.dumps({"machine": machine, "profile": {"prefill_tps": 100.0, "decode_tps": 10.0}}))
+    profile = speed.speed_of(llm)
+    if elsewhere:  # copied from another machine, or measured for another model file: measured again
+        assert measured == ["fake-speed"] and profile.prefill_tps == 300
+        assert json.loads(path.read_text())["machine"] == speed.machine_of(llm.fingerprint)
+    else:
+        assert measured == [] and profile.prefill_tps == 100

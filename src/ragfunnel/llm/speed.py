@@ -11,7 +11,8 @@ with 4k the profiles calibrated there predict those reads within 4% (1.5B) and 9
 
 :func:`speed_of` calibrates a model on first use (a few seconds: two prompt reads of ~200 and ~1,000 tokens,
 a greedy decode, a batched decode), and keeps the profile in the user cache dir under the
-model's fingerprint, so a changed model file is measured again.
+model's fingerprint with the machine it was measured on, so a changed model file or a profile copied
+from another machine is measured again.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import json
 import logging
 import math
 import os
+import platform
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -133,18 +135,38 @@ def _profile_path(llm: LLM) -> Path:
 _measured: dict[str, SpeedProfile] = {}
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def machine_of(fingerprint: str) -> dict[str, object]:
+    """What a saved speed must have been measured on to be trusted: this machine (its name, processor
+    and core count), this calibration and the model file with ``fingerprint``."""
+    return {"host": platform.node(), "cpu": _cpu_model(), "arch": platform.machine(), "cpus": os.cpu_count(),
+            "version": CALIBRATION_VERSION, "model": fingerprint}
+
+
 def speed_of(llm: LLM) -> SpeedProfile:
     """``llm``'s profile: remembered for its fingerprint on this machine, else calibrated now and saved."""
     fingerprint = getattr(llm, "fingerprint", llm.name)
     if fingerprint in _measured:
         return _measured[fingerprint]
     path = _profile_path(llm)
-    machine = {"cpus": os.cpu_count(), "version": CALIBRATION_VERSION, "model": fingerprint}
+    machine = machine_of(fingerprint)
     profile = None
     try:
         saved = json.loads(path.read_text())
         if saved.get("machine") == machine:
             profile = SpeedProfile(**saved["profile"])
+        else:
+            log.info("%s's saved speed was measured on another machine or model file; measuring it again", llm.name)
     except FileNotFoundError:
         pass  # first use: measure
     except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError) as e:
