@@ -19,6 +19,14 @@ def fresh_tiny() -> LlamaCppLLM:
     return LlamaCppLLM(bundled.ensure("smollm2-135m"), name="tiny", sha256=spec.sha256, n_ctx=4096)
 
 
+def test_the_window_is_capped_at_the_trained_context_before_and_after_loading():
+    spec = bundled.get("smollm2-135m")
+    llm = LlamaCppLLM(bundled.ensure("smollm2-135m"), name="tiny", sha256=spec.sha256, n_ctx=32768)
+    assert llm.context_window == 8192 and llm._llama is None  # SmolLM2-135M was trained on 8,192 tokens
+    llm.warm_up()
+    assert llm.context_window == 8192 and llm._llama.n_ctx() == 8192
+
+
 def test_counting_tokens_and_the_window_need_no_weights_and_match_the_loaded_model():
     llm = fresh_tiny()
     prompt = build_prompt("qa", "plain", question="When was it finished?", context=TEXT)

@@ -76,7 +76,8 @@ class GGUFVocab:
             raise ModelError(f"llama.cpp could not load {path} ({e}); the file is truncated or "
                              "not GGUF — replace it (for bundled models: `ragfunnel models --prepare`)") from None
         self.template = chat_template(self._model)
-        self.trained_context = self._model.n_ctx_train()
+        meta = self._model.metadata()  # a vocabulary-only model has no hyperparameters: read the header
+        self.trained_context = int(meta.get(f"{meta.get('general.architecture', '')}.context_length") or 0)
 
     def tokenize(self, text: bytes, *, add_bos: bool, special: bool) -> list[int]:
         return self._model.tokenize(text, add_bos=add_bos, special=special)
