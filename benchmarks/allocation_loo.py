@@ -29,8 +29,9 @@ from typing import Any
 
 from ragfunnel.errors import RagfunnelError
 from ragfunnel.scaling.allocation import NORMALIZATIONS
-from ragfunnel.scaling.grid import METRICS, format_tokens, load_grid, parse_budgets, summarize
+from ragfunnel.scaling.grid import METRICS, format_tokens, load_grid, parse_budgets
 from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, LeaveOneOut, leave_one_dataset_out
+from ragfunnel.scaling.summary import summarize
 
 RUNS = Path("benchmarks/results/scaling")
 

@@ -24,7 +24,8 @@ from datetime import date
 from pathlib import Path
 
 from ragfunnel.corpus import load_corpus
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.runner import load_eval, run_eval
 from ragfunnel.llm.registry import set_disk_caches

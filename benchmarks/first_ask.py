@@ -32,7 +32,7 @@ DOCUMENT = ROOT / "examples" / "kestrel_valley_water.txt"
 QUESTION = "Whose findings led the cooperative to lay a new main across the footbridge?"
 SETTINGS = ("after-setup", "speeds-unmeasured")
 
-# Runs in the child: hooks the first model call, then runs the CLI as a user would.
+# Runs in the child: hooks the first model call, then runs the command line as a user would.
 CHILD = r"""
 import json, os, sys, time
 from pathlib import Path
@@ -66,9 +66,9 @@ def first_call(self, prompt, params, n):
     os._exit(0)
 
 llamacpp.LlamaCppLLM._complete = first_call
-from ragfunnel.cli.main import main
+import runpy
 sys.argv = ["ragfunnel", *sys.argv[1:]]
-main()
+runpy.run_module("ragfunnel", run_name="__main__", alter_sys=True)  # as `python -m ragfunnel ask ...`
 """
 
 

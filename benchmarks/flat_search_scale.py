@@ -83,7 +83,8 @@ from pathlib import Path
 import numpy as np
 
 from index_scale import git_commit, latency_ms, reset_rss_peak, rss_peak_bytes  # the index benchmark's measures
-from ragfunnel.corpus.index import file_sha256, nearest
+from ragfunnel.corpus.index import nearest
+from ragfunnel.corpus.index_manifest import file_sha256
 from ragfunnel.retrieve import faiss_search
 
 HERE = Path(__file__).resolve().parent

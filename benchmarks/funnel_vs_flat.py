@@ -49,13 +49,15 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-import ragfunnel.corpus.index as corpus_index
+import ragfunnel.corpus.index_build as index_build
 from index_scale import synthetic_corpus
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.distill import LABELS_FILE, collect_labels, train_pre_ranker
 from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.graph import relation_graph
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import MANIFEST
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.runner import score
 from ragfunnel.journal import read_rows
@@ -93,7 +95,7 @@ def random_vectors_after(real: list[Document], passage_words: int, seed: int = 0
     passages (they come first), every synthetic one gets a random unit vector."""
     real_texts = {"embed documents": len(real),
                   "embed passages": sum(len(word_windows(d.text, passage_words)) for d in real)}
-    embed = corpus_index._embed
+    embed = index_build._embed
     rng = np.random.default_rng(seed)
 
     def embed_real_only(texts: list[str], desc: str, step: int = 256, **options) -> np.ndarray:
@@ -105,11 +107,11 @@ def random_vectors_after(real: list[Document], passage_words: int, seed: int = 0
             vectors[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
         return vectors
 
-    corpus_index._embed = embed_real_only
+    index_build._embed = embed_real_only
     try:
         yield
     finally:
-        corpus_index._embed = embed
+        index_build._embed = embed
 
 
 def recall(texts: list[str], answers: list[str]) -> dict[str, float]:
@@ -243,7 +245,7 @@ def recorded(name: str, args) -> dict:
     """What a previous run left: the rows so far, the index's sizes and the distillation log (no model runs)."""
     label = run_label(name, args)
     work = args.work / label
-    manifest = json.loads((work / "index" / corpus_index.MANIFEST).read_text())
+    manifest = json.loads((work / "index" / MANIFEST).read_text())
     return {"dataset": label, "documents": manifest["documents"], "clusters": manifest["clusters"],
             "passages": manifest["passages"], "index_build_seconds": manifest["build_seconds"],
             "distillation": json.loads((work / "distilled" / "distill.json").read_text()),

@@ -6,7 +6,7 @@ and 3-6 hyperlinks each to other documents' titles. Most links point to nearby d
 corpus order stands for topics), so neighbourhoods are tightly knit and clusters form; a few go
 anywhere and a few to popular documents, which become hubs as in Wikipedia. The script then
 
-1. builds the index with ``ragfunnel.corpus.index.build_index`` under ``benchmarks/out/`` and
+1. builds the index with ``ragfunnel.corpus.index_build.build_index`` under ``benchmarks/out/`` and
    times each phase by wrapping the functions ``build_index`` calls,
 2. opens the index in a fresh process (``CorpusIndex``, checksums verified, as ``ragfunnel
    search`` does) and times BM25 over the clusters, ``cluster_bm25.top_k(query, 80)``, for
@@ -39,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-import ragfunnel.corpus.index as corpus_index
-from ragfunnel.corpus.index import CorpusIndex, build_index
+import ragfunnel.corpus.index_build as index_build
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.types import Document
 
 HERE = Path(__file__).resolve().parent
@@ -128,14 +129,14 @@ def sample_queries(docs_text: Callable[[int], str], n_docs: int, count: int, see
 
 
 class PhaseTimer:
-    """Wall time spent inside chosen functions of ``ragfunnel.corpus.index`` while a build runs."""
+    """Wall time spent inside chosen functions of ``ragfunnel.corpus.index_build`` while a build runs."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
         self._saved: dict[tuple[object, str], object] = {}  # (module or class, attribute) -> original
 
     def wrap(self, name: str, phase: str) -> None:
-        original = getattr(corpus_index, name)
+        original = getattr(index_build, name)
 
         @functools.wraps(original)
         def timed(*args, **kwargs):
@@ -145,13 +146,13 @@ class PhaseTimer:
             finally:
                 self.seconds[phase] += time.perf_counter() - started
 
-        self._saved[corpus_index, name] = original
-        setattr(corpus_index, name, timed)
+        self._saved[index_build, name] = original
+        setattr(index_build, name, timed)
 
     def wrap_bm25(self, phases: list[str]) -> None:
         """Two BM25 indexes are written, over clusters then over documents, from tokens made once:
         time each write, and the joining of document tokens into cluster tokens with the first."""
-        write, joined = corpus_index._write_bm25, corpus_index.TokenIds.joined
+        write, joined = index_build._write_bm25, index_build.TokenIds.joined
         timer, writes = self, iter(phases)
 
         def timed_write(tokens, directory):
@@ -170,10 +171,10 @@ class PhaseTimer:
             finally:
                 timer.seconds[phases[0]] += time.perf_counter() - started
 
-        self._saved[corpus_index, "_write_bm25"] = write
-        self._saved[corpus_index.TokenIds, "joined"] = joined
-        corpus_index._write_bm25 = timed_write
-        corpus_index.TokenIds.joined = timed_joined
+        self._saved[index_build, "_write_bm25"] = write
+        self._saved[index_build.TokenIds, "joined"] = joined
+        index_build._write_bm25 = timed_write
+        index_build.TokenIds.joined = timed_joined
 
     def restore(self) -> None:
         for (owner, name), original in self._saved.items():

@@ -105,7 +105,8 @@ from typing import Any
 import numpy as np
 
 from ragfunnel.corpus import load_corpus
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.llm.base import LLM
@@ -124,21 +125,18 @@ from ragfunnel.scaling.grid import (
     METRICS,
     STRATEGIES,
     Config,
-    ConfigSummary,
     GridRow,
     default_grid,
     format_tokens,
     load_grid,
-    optimal_per_budget,
-    optimal_table,
     parse_budgets,
     run_grid,
-    summarize,
     within_budget,
 )
 from ragfunnel.scaling.planner import plan
 from ragfunnel.scaling.plots import plot_predicted_vs_actual, plot_quality_vs_context
 from ragfunnel.scaling.sizing import first_call_sizes, method_for
+from ragfunnel.scaling.summary import ConfigSummary, optimal_per_budget, optimal_table, summarize
 from ragfunnel.types import Example, Prediction
 
 log = logging.getLogger("scaling")

@@ -22,9 +22,10 @@ from ragfunnel.scaling.allocation import (
     save_fit,
     tasks_from_summaries,
 )
-from ragfunnel.scaling.grid import Config, ConfigSummary, default_grid
+from ragfunnel.scaling.grid import Config, default_grid
 from ragfunnel.scaling.leave_one_out import leave_one_dataset_out, spearman
 from ragfunnel.scaling.planner import TokenCosts, TokenEstimator, candidate_space, plan, rank, token_costs
+from ragfunnel.scaling.summary import ConfigSummary
 
 A, B, C = (0.30, 0.10, 0.18), (0.8, -0.5), -0.5
 TASK_I = (Informativeness(0.05, 0.30), Informativeness(0.20, 0.10), Informativeness(0.35, 0.20))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ragfunnel.corpus import load_corpus
-from ragfunnel.corpus.index import cluster_text, content_sha256, document_tokens
+from ragfunnel.corpus.index_build import cluster_text, content_sha256, document_tokens
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.bm25 import PLACEHOLDER, BM25Index, TokenIds, index_token_ids, tokenize, tokenize_ids
 from ragfunnel.retrieve.fusion import best_k

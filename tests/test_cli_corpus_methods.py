@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from ragfunnel.cli.main import main
-from ragfunnel.corpus.index import build_index
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.llm import FakeLLM
 from ragfunnel.llm.registry import registered
 from tests.test_funnel import DOCS

@@ -7,7 +7,8 @@ import pytest
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.clustering import approx_tokens, closeness, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Document
 from tests.conftest import SHARED

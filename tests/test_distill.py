@@ -20,7 +20,8 @@ from ragfunnel.corpus.distill import (
     train_pre_ranker,
 )
 from ragfunnel.corpus.funnel import FunnelRetriever
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Example
 from tests.conftest import HOTPOT

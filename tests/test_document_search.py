@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from ragfunnel.corpus.index import VERSION, CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import VERSION
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.types import Document

@@ -5,7 +5,8 @@ from collections import defaultdict
 
 import pytest
 
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods.demonstrations import Demonstration, SelfAskStep, load_demonstrations, save_demonstrations

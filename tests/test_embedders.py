@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from ragfunnel.cli.main import main
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError
 from ragfunnel.retrieve.embedders import SERVER_BATCH, EmbedderInfo, RecordedEmbedder, resolve_embedder
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
@@ -199,7 +200,7 @@ def sha256_of_fields(manifest: dict) -> str:
 
 def test_indexes_of_the_bundled_minilm_carry_no_embedder_field_so_older_ones_still_open(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
-    monkeypatch.setattr("ragfunnel.corpus.index._embed", lambda texts, desc, **_: unit_rows(rng, len(texts), 384))
+    monkeypatch.setattr("ragfunnel.corpus.index_build._embed", lambda texts, desc, **_: unit_rows(rng, len(texts), 384))
     build_index(DOCS, tmp_path / "ix", source="test", flat=True, embed_documents=True)
     written = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     # The checksum of a manifest written before embedders existed, which had no such field.

@@ -14,7 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from ragfunnel.cli.main import main
-from ragfunnel.corpus.index import FAISS_FILE, CorpusIndex, build_index, file_sha256
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import FAISS_FILE, file_sha256
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.types import Document
 from tests.test_faiss import DIM, clustered
@@ -35,7 +37,7 @@ def corpus() -> list[Document]:
 def synthetic_embeddings(monkeypatch):
     """Passages embedded as seeded clustered vectors instead of by MiniLM, of the dimension MiniLM is taken to
     have here (an index's vectors must match its embedder's)."""
-    monkeypatch.setattr("ragfunnel.corpus.index._embed", lambda texts, desc, **_: clustered(len(texts), seed=11))
+    monkeypatch.setattr("ragfunnel.corpus.index_build._embed", lambda texts, desc, **_: clustered(len(texts), seed=11))
     monkeypatch.setattr("ragfunnel.retrieve.embed.MiniLMEmbedder.dim", DIM)
 
 

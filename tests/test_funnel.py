@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ragfunnel.corpus.funnel import FunnelRetriever, default_top_clusters
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError
 from ragfunnel.types import Document
 

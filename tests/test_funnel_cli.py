@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from ragfunnel import __version__
 from ragfunnel.cli.funnel import funnel
-from ragfunnel.corpus.index import build_index
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError
 from ragfunnel.journal import VERSION_KEY
 from tests.test_distill import FixedCosines, TinyCrossEncoder, fake_models  # noqa: F401 (a fixture)

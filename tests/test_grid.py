@@ -1,4 +1,4 @@
-"""Configurations, budgets, the resumable grid runner and the optimal-performance summaries (no model)."""
+"""Configurations, budgets and the resumable grid runner (no model)."""
 
 import json
 
@@ -8,18 +8,15 @@ from ragfunnel.errors import ConfigError, ModelError
 from ragfunnel.journal import ROWS_FILE
 from ragfunnel.scaling.grid import (
     Config,
-    GridRow,
     default_grid,
     format_tokens,
     load_grid,
-    optimal_per_budget,
-    optimal_table,
     parse_budget,
     parse_budgets,
     run_grid,
-    summarize,
     within_budget,
 )
+from ragfunnel.scaling.summary import summarize
 from ragfunnel.types import Example, Prediction, StageTrace, Trace
 
 
@@ -154,48 +151,3 @@ def test_failures_become_counted_rows(tmp_path):
     assert (zs.n, zs.failures, zs.effective_tokens) == (2, 0, 100)
     assert (rag.n, rag.failures, rag.accuracy, rag.effective_tokens) == (2, 2, 0.0, None)
     assert drag.failures == 2
-
-
-def rows(config, f1s, tokens):
-    return [GridRow(f"q{j}", config, {"f1": f, "em": 0.0, "accuracy": 1.0 if f >= 0.5 else 0.0}, t, t, 1.0)
-            for j, (f, t) in enumerate(zip(f1s, tokens, strict=True))]
-
-
-# A hand-made table: (configuration, per-question F1, per-question effective tokens).
-TABLE = [
-    (Config("zero-shot", 0, 0), (0.1, 0.3), (90, 110)),  # F1 0.20 at 100 tokens
-    (Config("rag", 1, 0), (0.4, 0.4), (300, 300)),  # 0.40 at 300
-    (Config("rag", 2, 0), (0.3, 0.5), (450, 550)),  # 0.40 at 500: ties rag k=1, costs more
-    (Config("rag", 5, 0), (0.5, 0.5), (1100, 1300)),  # 0.50 at 1200
-    (Config("drag", 1, 2), (0.4, 0.5), (900, 900)),  # 0.45 at 900
-    (Config("drag", 5, 4), (0.6, 0.8), (3400, 3600)),  # 0.70 at 3500
-    (Config("iterdrag", 1, 1, 2), (0.5, 0.6), (1500, 2500)),  # 0.55 at 2000
-    (Config("iterdrag", 5, 1, 3), (0.8, 0.8), (8000, 10000)),  # 0.80 at 9000
-]
-
-
-def test_optimal_performance_per_budget_and_strategy():
-    summaries = summarize([r for c, f, t in TABLE for r in rows(c, f, t)])
-    assert [(s.f1, s.effective_tokens, s.accuracy) for s in summaries[:3]] == [
-        pytest.approx((0.2, 100, 0.0)), pytest.approx((0.4, 300, 0.0)), pytest.approx((0.4, 500, 0.5))]
-    optima = optimal_per_budget(summaries, [16000, 1000, 4000], "f1")
-    chosen = {(o.budget, o.strategy): o.best.config.theta if o.best else None for o in optima}
-    assert chosen == {
-        (1000, "zero-shot"): (0, 0, 1), (1000, "rag"): (1, 0, 1), (1000, "drag"): (1, 2, 1),
-        (1000, "iterdrag"): None, (1000, "best"): (1, 2, 1),
-        (4000, "zero-shot"): (0, 0, 1), (4000, "rag"): (5, 0, 1), (4000, "drag"): (5, 4, 1),
-        (4000, "iterdrag"): (1, 1, 2), (4000, "best"): (5, 4, 1),
-        (16000, "zero-shot"): (0, 0, 1), (16000, "rag"): (5, 0, 1), (16000, "drag"): (5, 4, 1),
-        (16000, "iterdrag"): (5, 1, 3), (16000, "best"): (5, 1, 3),
-    }
-    assert [o.budget for o in optima][:5] == [1000] * 5
-    table = optimal_table(optima, "f1")
-    assert "| 1k | drag | 1 | 2 | 1 | 900 | 0.000 | 0.450 | 0.500 |" in table
-    assert "| 1k | iterdrag | - | - | - | - | - | - | - |" in table
-    assert "| 16k | **best** (iterdrag) | 5 | 1 | 3 | 9000 | 0.000 | 0.800 | 1.000 |" in table
-
-
-def test_unknown_metric_is_refused():
-    (s,) = summarize(rows(Config("rag", 1, 0), (0.5,), (10,)))
-    with pytest.raises(ConfigError, match="unknown metric 'rouge'; valid metrics: accuracy, em, f1"):
-        s.metric("rouge")

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from ragfunnel.cli.common import Command
 from ragfunnel.cli.main import main
-from ragfunnel.corpus.index import build_index
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import InputError
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.llm import FakeLLM

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from ragfunnel.corpus import load_corpus
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError, ModelError
 from ragfunnel.types import Document
 

@@ -3,7 +3,8 @@
 import pytest
 
 import ragfunnel
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import (

@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from ragfunnel.cli.main import main
 from ragfunnel.corpus import load_corpus, ray_embedding
-from ragfunnel.corpus.index import CorpusIndex, build_index
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import BackendUnavailable
 from ragfunnel.ray_cluster import RayOptions
 from tests.conftest import SHARED

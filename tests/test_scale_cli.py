@@ -154,7 +154,7 @@ def test_first_call_sizes_measure_the_methods_own_prompt_and_skip_what_cannot_fi
 
 
 def grid_inputs(tmp_path):
-    from ragfunnel.corpus.index import build_index
+    from ragfunnel.corpus.index_build import build_index
     from ragfunnel.types import Document
 
     docs = [Document("d1", "Paris", "Paris is the capital of France and its largest city."),

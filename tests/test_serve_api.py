@@ -148,7 +148,7 @@ def test_the_queue_is_bounded_and_cancels_what_nobody_waits_for():
 
 
 def test_a_corpus_method_answers_from_an_index_the_operator_named(tmp_path):
-    from ragfunnel.corpus.index import build_index
+    from ragfunnel.corpus.index_build import build_index
     from tests.test_drag import corpus
 
     build_index(corpus(), tmp_path / "ix", source="test")

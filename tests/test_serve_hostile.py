@@ -51,7 +51,7 @@ def client():
 
 @pytest.fixture
 def indexed(tmp_path):
-    from ragfunnel.corpus.index import build_index
+    from ragfunnel.corpus.index_build import build_index
     from tests.test_drag import corpus
 
     build_index(corpus(), tmp_path / "ix", source="test")
@@ -406,7 +406,7 @@ def test_a_speed_file_with_unusable_values_is_measured_again(tmp_path, monkeypat
     llm = FakeLLM(lambda prompt, i: "1 2 3 4", name="fake-speed")
     path = speed._profile_path(llm)
     path.parent.mkdir(parents=True)
-    machine = {"cpus": os.cpu_count(), "version": speed.CALIBRATION_VERSION, "model": llm.fingerprint}
+    machine = speed.machine_of(llm.fingerprint)
     saved = {"prefill_tps": 100.0, "decode_tps": 10.0, "batch_step_cost": 0.5, "slowdown_tokens": 4000.0, **bad}
     path.write_text(json.dumps({"machine": machine, "profile": saved}).replace("NaN", "NaN"))
     profile = speed.speed_of(llm)
@@ -421,7 +421,8 @@ def test_a_speed_file_with_unusable_values_is_measured_again(tmp_path, monkeypat
 def test_flat_vectors_of_another_dimension_are_refused_when_the_index_opens(tmp_path, monkeypatch):
     import numpy as np
 
-    from ragfunnel.corpus.index import CorpusIndex, build_index
+    from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.corpus.index_build import build_index
     from ragfunnel.errors import InputError
     from tests.test_faiss_index import corpus
 
@@ -431,7 +432,7 @@ def test_flat_vectors_of_another_dimension_are_refused_when_the_index_opens(tmp_
         x = rng.standard_normal((len(texts), 64)).astype(np.float32)
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
-    monkeypatch.setattr("ragfunnel.corpus.index._embed", embed)
+    monkeypatch.setattr("ragfunnel.corpus.index_build._embed", embed)
     build_index(corpus(), tmp_path / "ix", source="test", flat=True, passage_words=5, faiss="none")
     with pytest.raises(InputError) as refused:
         CorpusIndex(tmp_path / "ix")
@@ -480,7 +481,7 @@ def test_serve_finds_a_busy_port_before_loading_models():
 
 def test_a_named_pipe_as_a_model_path_is_refused_at_once(tmp_path):
     from ragfunnel.errors import ModelError
-    from ragfunnel.llm.llamacpp import check_gguf_file
+    from ragfunnel.llm.gguf import check_gguf_file
 
     pipe = tmp_path / "model.gguf"
     os.mkfifo(pipe)

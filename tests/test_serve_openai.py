@@ -127,3 +127,13 @@ def test_a_chat_client_that_hangs_up_mid_stream_cancels_its_job():
             time.sleep(0.05)
         assert len(calls) == 2 and calls[1] - calls[0] < 5, "the generation went on after its client left"
         assert httpx.get(f"{url}/healthz").json()["pending"] == 0
+
+
+def test_streamed_chunks_escape_javascript_line_separators():
+    import json
+
+    from ragfunnel.serve.openai_compat import ChunkWriter
+
+    frame = ChunkWriter("ragfunnel-op", include_usage=False)._event({"content": "nine\u2028o'clock\u2029"})
+    assert "\u2028" not in frame and "\u2029" not in frame and "\\u2028" in frame
+    assert json.loads(frame.removeprefix("data: "))["choices"][0]["delta"]["content"] == "nine\u2028o'clock\u2029"

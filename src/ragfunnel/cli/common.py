@@ -4,6 +4,9 @@ A :class:`~ragfunnel.errors.RagfunnelError` is printed as it is. Anything else t
 an ``OSError`` such as a full disk, a ``UnicodeDecodeError``, a JSON error, a bug — is also one line
 naming the file (when known) and the problem; ``ragfunnel --debug`` shows the traceback instead.
 Ctrl-C and SIGTERM end with exit code 130; a long run says how many rows it saved.
+
+The options several commands take are declared here once: the method and model options of ``ask`` and
+``eval``, the limits on files read, the Ray options, ``--timeout`` and the ``--task`` check.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
@@ -21,6 +25,9 @@ import click
 from ragfunnel.documents import ReadLimits
 from ragfunnel.errors import ConfigError, Interrupted, RagfunnelError
 from ragfunnel.journal import left_work_running
+from ragfunnel.methods.fbrag import MAX_SAMPLES
+from ragfunnel.prompts import check_task
+from ragfunnel.retrieve.fusion import FUSIONS
 
 if TYPE_CHECKING:
     from ragfunnel.ray_cluster import RayOptions
@@ -195,3 +202,52 @@ def read_limits(given: dict[str, Any]) -> ReadLimits:
     """The :class:`ReadLimits` of ``document_options``, taken out of ``given``."""
     return ReadLimits(max_document_mb=given.pop("max_document_mb"), max_unzipped_mb=given.pop("max_unzipped_mb"),
                       max_zip_ratio=given.pop("max_zip_ratio"))
+
+
+def known_task(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A ``--task`` callback: the task checked, or a usage error listing the valid ones."""
+    try:
+        return None if value is None else check_task(value)
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def method_options(command: Callable) -> Callable:
+    """The model and budget options shared by ``ask`` and ``eval`` (unset ones keep each method's default)."""
+    for option in reversed([
+        click.option("--light", metavar="SPEC",
+                     help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b]."),
+        click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
+                     "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL, "
+                     "openai:URL1,URL2#MODEL (servers taking turns)."),
+        click.option("--budget", type=click.IntRange(min=1),
+                     help="Tokens of context the answering model reads [default: 1500]."),
+        click.option("--stage1-budget", type=click.IntRange(min=1),
+                     help="FB-RAG Stage I tokens read by the light model [default: max(3000, 2 x --budget)]."),
+        click.option("--draft-from", type=click.Choice(["warm", "selection", "document"]),
+                     help="What FB-RAG's drafts read: Stage I's selection, the whole document, or (warm) the whole "
+                          "document when the light model already holds it or it costs about the selection's read "
+                          "[default: warm]."),
+        click.option("--fusion", type=click.Choice(list(FUSIONS)),
+                     help="How FB-RAG mixes question and draft scores: normalized (each query's BM25 scores divided "
+                          "by their maximum first) or raw (the paper's Eq. 5 as written) [default: normalized]."),
+        click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True),
+                     help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
+        click.option("--prefer", type=click.Choice(["speed", "balanced", "quality"]),
+                     help="auto: how far to climb past op while the answer's confidence is low: speed (never), "
+                          "balanced (to fb), quality (to fb, then lc) [default: balanced]."),
+        click.option("--abstain", type=click.FloatRange(0, 1), metavar="BELOW",
+                     help="Answer 'unanswerable' when the answer's confidence is below BELOW (0-1)."),
+        click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
+                     help="Calibration file for confidence (`ragfunnel calibrate`) [default: $RAGFUNNEL_CALIBRATION, "
+                          "else the one shipped, fitted on the bundled models]."),
+        click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), help="FB-RAG drafts K [default: 5]."),
+        click.option("--chunk-words", type=click.IntRange(1, 100_000), help="Words per chunk [default: 300]."),
+        click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
+        click.option("--no-cache", is_flag=True,
+                     help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
+                          "nothing is stored."),
+        timeout_option,
+    ]):
+        command = option(command)
+    return command

@@ -13,44 +13,30 @@ from ragfunnel.cli.common import Command, Group, model_settings, ray_from, ray_o
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY, check_free, out_file
-from ragfunnel.llm.base import LLM
-from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations
-from ragfunnel.scaling.allocation import (
-    NORMALIZATIONS,
-    Informativeness,
-    Observation,
-    fit,
-    informativeness,
-    load_fit,
-    save_fit,
-    tasks_from_summaries,
-)
+from ragfunnel.scaling.allocation import NORMALIZATIONS, fit, load_fit, save_fit, tasks_from_summaries
+from ragfunnel.scaling.fit_report import fit_report
 from ragfunnel.scaling.grid import (
     DEFAULT_DOCUMENTS,
     DEFAULT_ITERATIONS,
     DEFAULT_SHOTS,
     METRICS,
     STRATEGIES,
-    Answerer,
-    Config,
-    ConfigSummary,
     default_grid,
     format_tokens,
     load_grid,
-    optimal_per_budget,
-    optimal_table,
     parse_budget,
     parse_budgets,
     run_grid,
-    summarize,
     within_budget,
 )
-from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, Scored, leave_one_dataset_out
-from ragfunnel.scaling.planner import PlanChoice, TokenEstimator, candidate_space, rank, token_costs
-from ragfunnel.scaling.sizing import GridMethods, first_call_sizes, method_for, open_index
+from ragfunnel.scaling.leave_one_out import BASELINE_SHOTS, leave_one_dataset_out, leave_one_out_report
+from ragfunnel.scaling.plots import plot_predicted_vs_actual
+from ragfunnel.scaling.sizing import GridMethods, first_call_sizes
+from ragfunnel.scaling.summary import summarize
+from ragfunnel.scaling.summary_files import write_summary
+from ragfunnel.scaling.task_plan import plan_json, plan_report, task_candidates
 from ragfunnel.version import __version__
 
-SUMMARY_FILE, SUMMARY_PLOT = "optimal.md", "quality_vs_context.png"
 FIT_FILE = "allocation.json"
 
 
@@ -75,11 +61,6 @@ def scale() -> None:
     """Inference scaling for corpus RAG: run DRAG/IterDRAG over a grid of θ = (k documents, m demonstrations,
     n iterations), tabulate the best quality per token budget, fit the computation allocation model, test it
     leave-one-dataset-out, and plan with it."""
-
-
-def _demonstrations(path: Path | None) -> list[Demonstration]:
-    """Read once here rather than by each of the grid's method objects."""
-    return [] if path is None else load_demonstrations(path)
 
 
 @scale.command(short_help="Run DRAG/IterDRAG over the configurations within the budgets (resumable).")
@@ -140,13 +121,8 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     tasks = sorted({e.task for e in examples})
     task = task or tasks[0]
     check_backends([model])  # a server that is down stops the run here, before any row
-    index, llm = open_index(str(index_dir.resolve())), resolve(model)
-    demos = _demonstrations(demonstrations_path)
-
-    def build(config: Config, answering: LLM) -> Answerer:
-        return method_for(config, index=index, strong=answering, demonstrations=demos, task=task)
-
-    sizes = first_call_sizes(configs, [e.question for e in examples[:3]], limits[-1], build, llm)
+    methods = GridMethods.open(index_dir, model, demonstrations_path, task)
+    sizes = first_call_sizes(configs, [e.question for e in examples[:3]], limits[-1], methods.build, resolve(model))
     for budget in limits:  # each budget must admit something, or its table row would be empty
         within_budget(sizes, budget, sizes.__getitem__)
     chosen = within_budget(sizes, limits[-1], sizes.__getitem__)
@@ -156,7 +132,6 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
             "demonstrations": str(demonstrations_path.resolve()) if demonstrations_path else None, "task": task,
             "limit": limit, "budgets": limits, "strategies": strategies, "documents": documents, "shots": shots,
             "iterations": iterations, "models": {model: model_identity(model)}, VERSION_KEY: __version__}
-    methods = GridMethods(str(index_dir.resolve()), model, tuple(demos), task)
     result = run_grid(examples, chosen, methods, run_dir, config_meta=meta, cold_caches=not keep_cache,
                       retry_failed=retry_failed, ray=ray)
     failed = [r for r in result.rows if r.error is not None]
@@ -164,21 +139,13 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     if failed and len(failed) == len(result.rows):
         raise RagfunnelError(f"every answer failed ({len(failed)}, kept in {run_dir / FAILED_FILE}); first: "
                              f"{failed[0].error}")
-    _write_summary(run_dir, limits, metric)
+    _print_summary(run_dir, limits, metric)
 
 
-def _write_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
-    from ragfunnel.scaling.plots import plot_quality_vs_context
-
-    summaries = summarize(load_grid(run_dir).rows)
-    if not summaries:
-        raise InputError(f"{run_dir} holds no rows yet; run `ragfunnel scale grid` into it first")
-    optima = optimal_per_budget(summaries, budgets, metric)
-    table = optimal_table(optima, metric)
-    (run_dir / SUMMARY_FILE).write_text(table, encoding="utf-8")
-    plot = plot_quality_vs_context(summaries, optima, metric, run_dir / SUMMARY_PLOT)
-    click.echo(table)
-    click.echo(f"wrote {run_dir / SUMMARY_FILE} and {plot}", err=True)
+def _print_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
+    written = write_summary(run_dir, budgets, metric)
+    click.echo(written.table)
+    click.echo(f"wrote {written.table_path} and {written.plot_path}", err=True)
 
 
 @scale.command(short_help="Make DRAG or IterDRAG demonstrations from training questions.")
@@ -231,7 +198,7 @@ def summary(run_dir: Path, budgets: str | None, metric: str) -> None:
     run = load_grid(run_dir)
     if budgets is None and not run.config.get("budgets"):
         raise ConfigError(f"{run_dir} records no budgets; pass --budgets like 2k,4k,16k")
-    _write_summary(run_dir, parse_budgets(budgets) if budgets else run.config["budgets"], metric)
+    _print_summary(run_dir, parse_budgets(budgets) if budgets else run.config["budgets"], metric)
 
 
 @scale.command("fit")
@@ -255,32 +222,9 @@ def fit_command(run_dirs: tuple[Path, ...], metric: str, normalize: str, out: Pa
     allocation = fit(tasks, metric=metric, normalize=normalize)
     out = out_file(out or run_dirs[0] / FIT_FILE)
     save_fit(allocation, out)
-    a, b = allocation.a, allocation.b
-    click.echo(f"computation allocation model for {metric}, {allocation.n_points} points over {len(tasks)} task(s)")
-    click.echo(f"  a = ({a[0]:.4f}, {a[1]:.4f}, {a[2]:.4f})  b = ({b[0]:.4f}, {b[1]:.4f}, 0)  c = {allocation.c:.4f}")
-    if allocation.fixed:
-        click.echo(f"  held at 0, not identifiable from these runs: {', '.join(allocation.fixed)}")
-    if normalize == "dataset":
-        lower, upper = allocation.sigmoid
-        click.echo(f"  σ(x) = {lower:.4f} + {upper - lower:.4f} / (1 + e^-x), fitted to z-scores of {metric} per "
-                   "dataset: " + ", ".join(f"{s.dataset} mean {s.mean:.3f} sd {s.std:.3f}" for s in allocation.scales))
-    space = "logit space" if normalize == "none" else "σ⁻¹ space"
-    click.echo(f"  {space}: R² {_r2(allocation.r2_logit)}  MSE {allocation.mse_logit:.4f}")
-    click.echo(f"  {metric}: R² {_r2(allocation.r2_metric)}  MSE {allocation.mse_metric:.4f}")
-    for t in tasks:
-        click.echo(f"  i of {t.name}: i_doc {t.i.doc:+.3f}  i_shot {t.i.shot:+.3f}")
-    from ragfunnel.scaling.plots import plot_predicted_vs_actual
-
+    click.echo(fit_report(allocation))
     plot = plot_predicted_vs_actual(allocation, out.with_name(f"{out.stem}_predicted_vs_actual.png"))
     click.echo(f"wrote {out} and {plot}", err=True)
-
-
-def _r2(value: float | None) -> str:
-    return "n/a (constant metric)" if value is None else f"{value:.4f}"
-
-
-def _theta(s: Scored | None) -> str:
-    return "-" if s is None else f"{s.config.strategy} ({s.config.documents},{s.config.shots},{s.config.iterations})"
 
 
 @scale.command(short_help="Leave-one-dataset-out test of the allocation model (the paper's Table 3).")
@@ -316,25 +260,7 @@ def loo(run_dirs: tuple[Path, ...], budgets: str | None, metric: str, normalize:
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
         return
-    click.echo(f"Leave one dataset out: {metric}, normalize {normalize}; each row's model is fitted on the other "
-               "runs, its choice is among the held-out run's configurations\n")
-    click.echo(f"| held out | L_max | baseline θ | {metric} | model's θ | {metric} | oracle θ | {metric} |")
-    click.echo("|---|---|---|---|---|---|---|---|")
-    for d in result.datasets:
-        for b in d.budgets:
-            base = "-" if b.baseline is None else f"{b.baseline.metric:.3f}"
-            click.echo(f"| {d.dataset} | {format_tokens(b.budget)} | {_theta(b.baseline)} | {base} | "
-                       f"{_theta(b.chosen)} | {b.chosen.metric:.3f} | {_theta(b.oracle)} | {b.oracle.metric:.3f} |")
-    s = result.summary
-    ratio = "n/a" if s.ratio is None else f"{100 * s.ratio:.1f}%"
-    click.echo(f"\nmodel's choice {s.chosen:.3f} = {ratio} of the oracle's {s.oracle:.3f} over {s.cells} "
-               f"(dataset, budget) cells; as good as the oracle in {s.matches}")
-    if s.baseline is not None:
-        click.echo(f"baseline {s.baseline:.3f} vs the model's {s.chosen_where_baseline:.3f} on the "
-                   f"{s.baseline_cells} cells with a baseline")
-    click.echo("Spearman ρ of predicted vs actual on the held-out configurations: " + ", ".join(
-        f"{d.dataset} {'n/a' if d.rank_correlation is None else f'{d.rank_correlation:+.3f}'}"
-        for d in result.datasets))
+    click.echo(leave_one_out_report(result))
     for d in result.datasets:
         for note in d.notes:
             click.echo(f"note: {d.dataset}: {note}", err=True)
@@ -384,78 +310,16 @@ def plan(budget: str, fit_path: Path, task_dir: Path, allow_unrun: bool, documen
     limit = parse_budget(budget)
     allocation = load_fit(fit_path)
     space = (_ints(documents, "--documents"), _ints(shots, "--shots"), _ints(iterations, "--iterations"))
-    summaries = [s for s in summarize(load_grid(task_dir).rows) if s.effective_tokens is not None]
-    measured = {s.config: s.effective_tokens for s in summaries}
-    seen: dict[Config, list[float]] = {}
-    for t in allocation.tasks:
-        for o in t.observations:
-            seen.setdefault(o.config, []).append(o.effective_tokens)
-    elsewhere = {c: sum(v) / len(v) for c, v in seen.items()}
-    i, lacking = _task_informativeness(summaries, {c.method for c in [*measured, *elsewhere]}, allocation.metric,
-                                       str(task_dir))
-    for method, reason in lacking.items():
-        click.echo(f"note: {method} candidates left out: {reason}", err=True)
-    costs = {}
-    for method in i:
-        try:
-            costs[method] = token_costs([Observation(s.config, s.metric(allocation.metric), s.effective_tokens)
-                                         for s in summaries], method)
-        except ConfigError as e:
-            click.echo(f"note: {method} tokens of configurations the task did not run: {e}", err=True)
-    tokens = TokenEstimator(measured, costs, elsewhere)
-    unrun = candidate_space(i, documents=space[0], shots=space[1], iterations=space[2]) if allow_unrun else []
-    candidates = [c for c in dict.fromkeys([*measured, *elsewhere, *unrun])
-                  if c.method in i and tokens.source(c) is not None]
-    ranked = rank(allocation, limit, candidates, tokens, i, ran=measured)[:top]
+    candidates = task_candidates(allocation, summarize(load_grid(task_dir).rows), task=str(task_dir),
+                                 unrun=allow_unrun, documents=space[0], shots=space[1], iterations=space[2])
+    for note in candidates.notes:
+        click.echo(f"note: {note}", err=True)
+    ranked = candidates.rank(allocation, limit)[:top]
     if as_json:
-        proposals = [_proposal_json(p, allocation.unit, tokens.source(p.config), p.config in elsewhere)
-                     for p in ranked]
-        click.echo(json.dumps({
-            **proposals[0], "metric": allocation.metric, "budget": limit, "considered": ranked[0].considered,
-            "normalize": allocation.normalize, "i": {m: {"doc": v.doc, "shot": v.shot} for m, v in i.items()},
-            "token_costs": {m: c.to_json() for m, c in costs.items()}, "proposals": proposals,
-        }, indent=2))
+        click.echo(json.dumps(plan_json(ranked, allocation, candidates), indent=2))
         return
-    for n, choice in enumerate(ranked):
-        value = (f"{choice.predicted:.3f}" if allocation.normalize == "none" else f"{choice.predicted:+.3f}")
-        line = (f"{choice.config.label}: predicted {allocation.unit} {value} at ~"
-                f"{format_tokens(choice.estimated_tokens)} tokens "
-                f"({_provenance(tokens.source(choice.config), choice.config in elsewhere)})")
-        if n == 0:
-            line += f"; {choice.considered} of {len(candidates)} candidates fit {format_tokens(limit)}"
-        click.echo(line)
+    click.echo(plan_report(ranked, allocation, candidates))
 
 
 scale.add_command(plan)  # `ragfunnel scale plan` is `ragfunnel plan`
 
-
-def _provenance(source: str | None, on_fit_grids: bool) -> str:
-    if source == "task":
-        return "measured on the task"
-    ran = "run on the fit's grids, never on the task" if on_fit_grids else "never run"
-    how = "tokens: its mean on the fit's grids" if source == "fit" else "tokens estimated from the task's unit costs"
-    return f"{ran}; {how}"
-
-
-def _proposal_json(choice: PlanChoice, unit: str, source: str | None, on_fit_grids: bool) -> dict[str, Any]:
-    c = choice.config
-    return {"strategy": c.strategy, "documents": c.documents, "shots": c.shots, "iterations": c.iterations,
-            "predicted": round(choice.predicted, 6), "unit": unit, "estimated_tokens": choice.estimated_tokens,
-            "tokens_from": source, "never_run": choice.never_run,
-            "ran_on": "task" if not choice.never_run else "fit" if on_fit_grids else None}
-
-
-def _task_informativeness(summaries: list[ConfigSummary], methods: set[str], metric: str,
-                          task: str) -> tuple[dict[str, Informativeness], dict[str, str]]:
-    """i of each of ``methods`` the task has base configurations for, and why the others have none."""
-    found, lacking = {}, {}
-    for method in sorted(methods):
-        obs = [Observation(s.config, s.metric(metric), s.effective_tokens) for s in summaries
-               if s.config.method == method]
-        try:
-            found[method] = informativeness(obs, method, task=task)
-        except ConfigError as e:
-            lacking[method] = str(e)
-    if not found:
-        raise ConfigError(next(iter(lacking.values())))
-    return found, lacking

@@ -89,7 +89,9 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     try:
         import uvicorn
 
-        from ragfunnel.serve.app import Settings, create_app, load
+        from ragfunnel.serve.answering import load
+        from ragfunnel.serve.app import create_app
+        from ragfunnel.serve.settings import Settings
     except ImportError as e:
         raise MissingExtra(e.name or "fastapi", "serve") from None
     if not is_loopback(host) and not token:

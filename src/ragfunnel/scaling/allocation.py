@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 
 from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.scaling.grid import Config, ConfigSummary
+from ragfunnel.scaling.grid import Config
+from ragfunnel.scaling.summary import ConfigSummary
 
 log = logging.getLogger(__name__)
 

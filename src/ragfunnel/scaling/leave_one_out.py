@@ -16,8 +16,9 @@ import numpy as np
 
 from ragfunnel.errors import ConfigError
 from ragfunnel.scaling.allocation import AllocationFit, Informativeness, fit, tasks_from_summaries
-from ragfunnel.scaling.grid import Config, ConfigSummary, optimal_per_budget
+from ragfunnel.scaling.grid import Config, format_tokens
 from ragfunnel.scaling.planner import plan
+from ragfunnel.scaling.summary import ConfigSummary, optimal_per_budget
 
 BASELINE_SHOTS = 8  # the paper's Table 3 baseline: DRAG with 8 demonstrations, scaled by documents
 
@@ -210,3 +211,38 @@ def leave_one_dataset_out(
                 Scored.of(oracle, metric), None if baseline is None else Scored.of(baseline, metric)))
         held_out.append(HeldOutDataset(name, allocation, i, shots, correlation, tuple(cells), tuple(notes)))
     return LeaveOneOut(metric, normalize, baseline_shots, tuple(held_out))
+
+
+def format_theta(scored: Scored | None) -> str:
+    """A configuration as a table cell: its strategy and θ = (k,m,n), like ``drag (5,4,1)``; ``-`` for none."""
+    if scored is None:
+        return "-"
+    c = scored.config
+    return f"{c.strategy} ({c.documents},{c.shots},{c.iterations})"
+
+
+def leave_one_out_report(result: LeaveOneOut) -> str:
+    """The results as text: a markdown table with a row per (held-out dataset, budget) of the baseline's,
+    the model's and the oracle's configuration and score, then the means over the cells and each
+    dataset's Spearman ρ. The datasets' notes are left to the caller (``HeldOutDataset.notes``)."""
+    metric, s = result.metric, result.summary
+    lines = [f"Leave one dataset out: {metric}, normalize {result.normalize}; each row's model is fitted on the "
+             "other runs, its choice is among the held-out run's configurations\n",
+             f"| held out | L_max | baseline θ | {metric} | model's θ | {metric} | oracle θ | {metric} |",
+             "|---|---|---|---|---|---|---|---|"]
+    for d in result.datasets:
+        for b in d.budgets:
+            base = "-" if b.baseline is None else f"{b.baseline.metric:.3f}"
+            lines.append(f"| {d.dataset} | {format_tokens(b.budget)} | {format_theta(b.baseline)} | {base} | "
+                         f"{format_theta(b.chosen)} | {b.chosen.metric:.3f} | {format_theta(b.oracle)} | "
+                         f"{b.oracle.metric:.3f} |")
+    ratio = "n/a" if s.ratio is None else f"{100 * s.ratio:.1f}%"
+    lines.append(f"\nmodel's choice {s.chosen:.3f} = {ratio} of the oracle's {s.oracle:.3f} over {s.cells} "
+                 f"(dataset, budget) cells; as good as the oracle in {s.matches}")
+    if s.baseline is not None:
+        lines.append(f"baseline {s.baseline:.3f} vs the model's {s.chosen_where_baseline:.3f} on the "
+                     f"{s.baseline_cells} cells with a baseline")
+    lines.append("Spearman ρ of predicted vs actual on the held-out configurations: " + ", ".join(
+        f"{d.dataset} {'n/a' if d.rank_correlation is None else f'{d.rank_correlation:+.3f}'}"
+        for d in result.datasets))
+    return "\n".join(lines)

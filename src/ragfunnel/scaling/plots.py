@@ -10,7 +10,8 @@ import numpy as np
 
 from ragfunnel.errors import MissingExtra
 from ragfunnel.scaling.allocation import AllocationFit
-from ragfunnel.scaling.grid import STRATEGIES, ConfigSummary, Optimum
+from ragfunnel.scaling.grid import STRATEGIES
+from ragfunnel.scaling.summary import ConfigSummary, Optimum
 
 COLOURS = dict(zip(STRATEGIES, ("tab:grey", "tab:green", "tab:blue", "tab:orange"), strict=True))
 

@@ -17,7 +17,7 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, RagfunnelError
 from ragfunnel.llm.base import LLM, BaseLLM
 from ragfunnel.methods import CorpusMethod, make_method
-from ragfunnel.methods.demonstrations import Demonstration
+from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations
 from ragfunnel.scaling.grid import Answerer, Config
 from ragfunnel.types import Completion, SamplingParams
 
@@ -54,8 +54,23 @@ class GridMethods:
     demonstrations: tuple[Demonstration, ...]
     task: str
 
+    @classmethod
+    def open(cls, index_dir: str | Path, strong: str, demonstrations: str | Path | None, task: str) -> GridMethods:
+        """The grid's methods over the index at ``index_dir``, opened here so that a bad index stops the run
+        before any configuration is built, and the ``demonstrations`` file (None: no demonstrations) read
+        once here rather than by each configuration's method."""
+        path = str(Path(index_dir).resolve())
+        open_index(path)
+        demos = () if demonstrations is None else tuple(load_demonstrations(demonstrations))
+        return cls(path, strong, demos, task)
+
     def __call__(self, config: Config) -> CorpusMethod:
-        return method_for(config, index=open_index(self.index_dir), strong=self.strong,
+        return self.build(config, self.strong)
+
+    def build(self, config: Config, answering: str | LLM) -> CorpusMethod:
+        """The method of ``config`` answering with ``answering``: a model spec, or a model already loaded
+        (such as the stand-in :func:`first_call_sizes` passes)."""
+        return method_for(config, index=open_index(self.index_dir), strong=answering,
                           demonstrations=list(self.demonstrations), task=self.task)
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfunnel.errors import InputError
+from ragfunnel.text.hygiene import browser_safe
 
 CHAT_PATH = "/v1/chat/completions"
 MODEL_PREFIX = "ragfunnel-"
@@ -165,7 +166,7 @@ class ChunkWriter:
     def _event(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}], **extra}
-        return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        return f"data: {browser_safe(json.dumps(chunk, ensure_ascii=False))}\n\n"
 
     def frame(self, kind: str, data: Any) -> str:
         """The SSE text for one of the job's events (token, stage, result, error). The content is the final

@@ -63,3 +63,9 @@ def warn_replaced(source: str, count: int) -> None:
     if count:
         log.warning("%s held %d lone surrogate(s) (half of a UTF-16 pair, not text); replaced with U+FFFD",
                     source, count)
+
+
+def browser_safe(text: str) -> str:
+    """``text`` as it may go to a browser: U+2028/U+2029 escaped, and any lone surrogate that slipped past the
+    entry checks (in a message quoting input) replaced, so encoding it can never fail."""
+    return replace_lone_surrogates(text)[0].replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")

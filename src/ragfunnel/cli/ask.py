@@ -1,0 +1,157 @@
+"""``ragfunnel ask``: answer one question from files or a corpus index, and print the answer (stdout), then its
+citations, confidence and stages (stderr)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ragfunnel.api import answer_located
+from ragfunnel.cli.common import document_options, known_task, method_options, model_settings, read_limits
+from ragfunnel.confidence import Abstaining, abstained
+from ragfunnel.documents import read_context
+from ragfunnel.errors import ConfigError
+from ragfunnel.methods import (
+    CORPUS_METHODS,
+    DEFAULT_CORPUS_METHOD,
+    DEFAULT_METHOD,
+    METHODS,
+    check_source,
+    make_method,
+    method_kind,
+    options_of,
+)
+from ragfunnel.types import Prediction
+
+
+@click.command()
+@click.argument("question")
+@click.option("--context", "context_paths", multiple=True, metavar="PATH",
+              help="File or folder to answer from: PDF, DOCX, EPUB, HTML, Markdown or UTF-8 text ('-' reads stdin). "
+                   "Repeat it to answer from several files as one context; a folder adds every supported file "
+                   "under it.")
+@click.option("--index", "index_dir", type=click.Path(path_type=Path),
+              help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
+@click.option("--method", type=click.Choice(list(METHODS)),
+              help="auto: op first (lc for a document the model already holds), climbing to fb (and lc, "
+                   "--prefer quality) only while the answer's confidence is low; "
+                   "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
+                   "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
+                   "with --index: funnel (FunnelRAG), fb (FB-RAG over the funnel's top documents, citing them), "
+                   "drag (demonstrations + documents, one call), iterdrag "
+                   f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with "
+                   "--index].")
+@click.option("--documents", type=click.IntRange(0, 10_000),
+              help="drag/iterdrag: documents k per retrieval [default: 5].")
+@click.option("--shots", type=click.IntRange(0, 10_000),
+              help="drag/iterdrag: demonstrations m, from --demonstrations [default: 0].")
+@click.option("--demonstrations", type=click.Path(path_type=Path),
+              help="drag/iterdrag: demonstrations file (`ragfunnel scale demos`).")
+@click.option("--iterations", type=click.IntRange(1, 100), help="iterdrag: most follow-up steps n [default: 5].")
+@click.option("--task", default="qa", show_default=True, callback=known_task, metavar="TASK",
+              help="Prompt family: qa (short answer), multihop, summary (query-based), choice (multiple choice), "
+                   "or a LongBench dataset's own prompt and answer limit, longbench/DATASET (e.g. longbench/qasper).")
+@click.option("--choice", "choices", multiple=True, metavar="TEXT",
+              help="An option for --task choice (repeat for each option, in order).")
+@method_options
+@document_options
+@click.option("--json", "as_json", is_flag=True, help="Print the full prediction as JSON.")
+def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, method: str | None, task: str,
+        choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
+    """Answer QUESTION from the files in --context (or from a corpus --index), citing where the answer is."""
+    model_settings(given)
+    limits = read_limits(given)
+    below = given.pop("abstain", None)
+    options = {k: v for k, v in given.items() if v is not None}
+    if bool(context_paths) == (index_dir is not None):
+        raise ConfigError("pass either --context PATH (documents to answer from) or --index DIR (a corpus index), "
+                          "not both or neither")
+    method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
+    check_source(method, index=index_dir)
+    _refuse_options(method, options, flags=given, over_index=index_dir is not None)
+    located = read_context(list(context_paths), limits) if context_paths else None
+    chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
+    if below is not None:
+        chosen = Abstaining(chosen, below)
+    with _streaming(options.get("strong"), enabled=not as_json):
+        if located is None:
+            prediction = chosen.run(question, choices=list(choices) or None)
+        else:
+            prediction = answer_located(chosen, question, located, choices=list(choices) or None)
+    if as_json:
+        click.echo(json.dumps(prediction.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(prediction.answer)
+        for citation in prediction.citations[:CITATIONS_SHOWN]:
+            click.echo(f"{citation.label()}  {_short_quote(citation.quote)}", err=True)  # stdout: the answer alone
+        if prediction.confidence is not None:
+            click.echo(f"confidence {prediction.confidence:.2f}" + ("  (abstained: below --abstain)"
+                                                                    if abstained(prediction) else ""), err=True)
+        click.echo(_summary(prediction), err=True)
+
+
+def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str], over_index: bool = False) -> None:
+    """Refuse the options ``method`` does not take, named as the command line spells them (``make_method``
+    names keywords, some of which have no flag)."""
+    takes = options_of(method, over_index=over_index)
+    unknown = sorted(set(options) - set(takes))
+    if not unknown:
+        return
+    if method_kind(method) == "context" and not over_index:
+        corpus = [m for m in CORPUS_METHODS if unknown[0] in options_of(m)]
+        if corpus:
+            raise ConfigError(f"{_flag(unknown[0])} goes with --index and --method {' or '.join(corpus)}")
+    valid = ", ".join(_flag(o) for o in sorted(takes) if o in flags)
+    raise ConfigError(f"--method {method} does not take {', '.join(map(_flag, unknown))}; it takes {valid}")
+
+
+def _flag(option: str) -> str:
+    return "--" + option.replace("_", "-")
+
+
+@contextmanager
+def _streaming(strong: str | None, *, enabled: bool) -> Iterator[None]:
+    """On a terminal, show the answering model's text on stderr as it is written (the clean answer
+    still goes to stdout at the end)."""
+    if not (enabled and sys.stderr.isatty()):
+        yield
+        return
+    from ragfunnel.llm import DEFAULT_STRONG, resolve
+
+    llm = resolve(strong or DEFAULT_STRONG)
+    if not hasattr(llm, "on_text"):
+        yield
+        return
+    llm.on_text = lambda text: click.echo(click.style(text, dim=True), nl=False, err=True)
+    try:
+        yield
+    finally:
+        llm.on_text = None
+        click.echo("", err=True)
+
+
+CITATIONS_SHOWN = 3  # under the answer; --json has them all
+
+
+def _short_quote(quote: str, limit: int = 100) -> str:
+    quote = " ".join(quote.split())
+    return f"\u201c{quote if len(quote) <= limit else quote[:limit - 1] + chr(0x2026)}\u201d"
+
+
+def _summary(prediction: Prediction) -> str:
+    t = prediction.trace
+    lines = [f"-- {prediction.method}: {t.seconds:.1f}s, {t.input_tokens} input tokens, "
+             f"{len(prediction.chunks_used)} chunks used "
+             f"(positions {', '.join(str(sc.chunk.position) for sc in prediction.chunks_used[:12])}"
+             f"{' ...' if len(prediction.chunks_used) > 12 else ''})"]
+    for s in t.stages:
+        note = s.detail.get("skipped") or s.detail.get("route") or ""
+        lines.append(f"   {s.name:<22} {s.seconds:7.1f}s  LLM tokens {s.input_tokens:>6} in {s.output_tokens:>4} out"
+                     f"  items {s.n_in} -> {s.n_out}" + (f"  ({note})" if note else ""))
+    return "\n".join(lines)

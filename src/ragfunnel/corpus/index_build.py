@@ -1,0 +1,257 @@
+"""Building a corpus index: documents, their clusters (Algorithm 1), BM25 over clusters and documents, and,
+when asked, passage and document vectors and a FAISS file over them, all listed in the manifest
+(``ragfunnel.corpus.index_manifest``, which also says what each file holds).
+
+Building writes into ``DIR.partial`` and renames it into place, so a crash never leaves a
+half-written index behind. A directory that already holds an index is rebuilt only when asked.
+With ``ray``, the vectors are embedded on a Ray cluster (``ragfunnel.corpus.ray_embedding``) into the
+same files, so the manifest is the same as a one-process build's but for float rounding in the vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
+from ragfunnel.corpus.graph import relation_graph
+from ragfunnel.corpus.index_manifest import (
+    DOCUMENT_VECTORS,
+    FAISS_FILE,
+    FORMAT,
+    MANIFEST,
+    VERSION,
+    Manifest,
+    file_sha256,
+    read_manifest,
+)
+from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.retrieve.bm25 import TokenIds, index_token_ids, tokenize_ids
+from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, EmbedderInfo, resolve_embedder
+from ragfunnel.retrieve.faiss_search import CHOICES as FAISS_CHOICES
+from ragfunnel.retrieve.faiss_search import faiss_installed, import_faiss
+from ragfunnel.text import word_windows
+from ragfunnel.types import Document
+
+if TYPE_CHECKING:
+    from ragfunnel.ray_cluster import RayOptions
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLUSTER_TOKENS = 4000
+
+
+def check_documents(docs: list[Document]) -> None:
+    """Refuse a corpus the index cannot represent faithfully, naming the first offender."""
+    if not docs:
+        raise InputError("the corpus holds no documents; pass a corpus with at least one document")
+    seen: set[str] = set()
+    for number, d in enumerate(docs, start=1):
+        if d.id in seen:
+            raise InputError(f"document {number} repeats the id {d.id!r}; give every document a unique id")
+        seen.add(d.id)
+        if not d.text.strip():
+            raise InputError(f"document {number} ({d.id!r}) has empty text; remove it or give it text")
+
+
+def content_sha256(docs: list[Document]) -> str:
+    digest = hashlib.sha256()
+    for d in docs:
+        fields = [f.encode() for f in (d.id, d.title, d.text, *d.links)]
+        # A header of the fields' byte lengths (so also their count) makes the stream unambiguous:
+        # no two different corpora hash the same bytes. Cheaper than one json.dumps per document.
+        digest.update(" ".join(str(len(f)) for f in fields).encode() + b"\n" + b"".join(fields))
+    return digest.hexdigest()
+
+
+def _listing(root: Path) -> dict[str, dict[str, int | str]]:
+    return {str(p.relative_to(root)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != MANIFEST}
+
+
+def build_index(
+    docs: list[Document],
+    out: str | Path,
+    *,
+    source: str,
+    max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
+    flat: bool = False,
+    passage_words: int = 100,
+    embed_documents: bool = False,
+    faiss: str | None = None,
+    embedder: str = DEFAULT_EMBEDDER,
+    ray: RayOptions | None = None,
+    force: bool = False,
+) -> Manifest:
+    """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is.
+
+    ``faiss`` (with ``flat``): a FAISS index over the passage vectors, ``auto`` (its type by corpus size,
+    ``faiss_search.choose_kind``), ``flat``, ``hnsw``, ``ivf``, ``ivfpq``, or ``none``. Left unset, it is
+    ``auto`` when the ``[faiss]`` extra is installed and ``none`` otherwise; set, it needs the extra.
+    ``embedder`` (a spec, ``ragfunnel.retrieve.embedders``) embeds the passages and documents, on the
+    Ray cluster ``ray`` describes when given.
+    """
+    out = Path(out)
+    if max_cluster_tokens < 1:
+        raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
+    if faiss is not None and faiss not in FAISS_CHOICES:
+        raise ConfigError(f"unknown FAISS index type {faiss!r}; valid: {', '.join(FAISS_CHOICES)}")
+    if faiss not in (None, "none") and not flat:
+        raise ConfigError(f"--faiss {faiss} indexes the flat passages' vectors; pass --flat too")
+    if faiss not in (None, "none"):
+        import_faiss()  # a missing extra stops here, before any work
+    if not (flat or embed_documents) and (embedder != DEFAULT_EMBEDDER or ray is not None):
+        option = f"--embedder {embedder}" if embedder != DEFAULT_EMBEDDER else "--ray"
+        raise ConfigError(f"{option} embeds flat passages and documents; pass --flat (or --embed-documents) too")
+    # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
+    chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
+    digest = content_sha256(docs)
+    if (out / MANIFEST).exists() and not force:
+        try:
+            old = read_manifest(out)
+        except InputError:
+            old = None  # damaged, or from another ragfunnel: rebuilt only when asked
+        if old is not None and _faiss_matches(old, faiss) and (
+                old.content_sha256, old.max_cluster_tokens, old.passage_words, old.document_vectors,
+                old.embedder and (old.embedder.spec, old.embedder.identity)) == (
+                digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
+                chosen and (chosen.spec, chosen.identity)):
+            log.info("%s is up to date with %s", out, source)
+            return old
+        raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; pass --force "
+                          "to rebuild it or choose another --out")
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
+        raise ConfigError(f"{out} is not empty and holds no index; choose an empty or new --out directory")
+    check_documents(docs)
+
+    started = time.perf_counter()
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    _write_documents(docs, tmp)
+    log.info("building the relation graph of %d documents", len(docs))
+    graph = relation_graph(docs)
+    titles = {d.title for d in docs}
+    sizes = [approx_tokens(d) for d in docs]
+    log.info("clustering (%d edges, at most %d tokens per cluster)", graph.number_of_edges(), max_cluster_tokens)
+    clusters = cluster_documents(graph, sizes, max_size=max_cluster_tokens)
+    members = np.fromiter((i for c in clusters for i in c), dtype=np.int64, count=len(docs))
+    np.save(tmp / "clusters.members.npy", members)
+    np.save(tmp / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
+    log.info("tokenising %d documents", len(docs))
+    tokens = document_tokens(docs)
+    log.info("indexing %d clusters with BM25", len(clusters))
+    # A cluster's text (cluster_text) is its documents' joined by blank lines, so its tokens are theirs.
+    _write_bm25(tokens.joined(clusters), tmp / "clusters.bm25")
+    log.info("indexing %d documents with BM25", len(docs))
+    _write_bm25(tokens, tmp / "documents.bm25")
+    jobs = []  # (texts, vectors file, what): embedded one after the other, on Ray joining the cluster once
+    if flat:
+        jobs.append((_write_spans(docs, tmp, passage_words), tmp / "flat.vectors.npy", "embed passages"))
+    if embed_documents:
+        jobs.append(([d.render() for d in docs], tmp / DOCUMENT_VECTORS, "embed documents"))
+    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
+                   identity=chosen.identity if chosen else None)
+    n_passages = len(jobs[0][0]) if flat else 0
+    faiss_config = None
+    if flat and (faiss or ("auto" if faiss_installed() else "none")) != "none":
+        from ragfunnel.retrieve.faiss_search import build as build_faiss
+
+        faiss_config = build_faiss(np.load(tmp / "flat.vectors.npy", mmap_mode="r"), tmp / FAISS_FILE, faiss or "auto")
+        log.info("FAISS index over %d passages: %s", n_passages, faiss_config.describe())
+    info = None
+    if chosen is not None:
+        vectors = np.load(tmp / ("flat.vectors.npy" if flat else DOCUMENT_VECTORS), mmap_mode="r")
+        info = EmbedderInfo(spec=chosen.spec, identity=chosen.identity, dim=int(vectors.shape[1]))
+    manifest = Manifest(
+        format=FORMAT, version=VERSION, source=source, content_sha256=digest,
+        max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
+        graph="links" if any(d.links for d in docs) else "title mentions", edges=graph.number_of_edges(),
+        links_outside=sum(1 for d in docs for t in d.links if t not in titles),
+        oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
+        passages=n_passages, passage_words=passage_words if flat else 0,
+        build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp), faiss=faiss_config,
+        embedder=info,
+    )
+    (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=2))
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return manifest
+
+
+def _faiss_matches(old: Manifest, faiss: str | None) -> bool:
+    """Whether an index's FAISS file is what ``faiss`` asks for (unset: whatever it has)."""
+    if faiss is None:
+        return True
+    if faiss == "none":
+        return old.faiss is None
+    return old.faiss is not None and faiss in ("auto", old.faiss.kind)
+
+
+def cluster_text(docs: list[Document], members: list[int]) -> str:
+    return "\n\n".join(docs[i].render() for i in members)
+
+
+def document_tokens(docs: list[Document]) -> TokenIds:
+    """Every document's rendered title and text, tokenised once for both BM25 indexes."""
+    return tokenize_ids(d.render() for d in docs)
+
+
+def _write_bm25(tokens: TokenIds, directory: Path) -> None:
+    index_token_ids(tokens).save(directory)
+
+
+def _write_spans(docs: list[Document], root: Path, passage_words: int) -> list[str]:
+    """Cut every document into ``passage_words``-word passages, write where they are, and return their texts."""
+    spans, texts = [], []
+    for i, d in enumerate(docs):
+        for start, end in word_windows(d.text, passage_words):
+            spans.append((i, start, end))
+            texts.append(f"{d.title}\n{d.text[start:end]}" if d.title else d.text[start:end])
+    np.save(root / "flat.spans.npy", np.asarray(spans, dtype=np.int64).reshape(-1, 3))
+    return texts
+
+
+def _write_vectors(jobs: list[tuple[list[str], Path, str]], *, spec: str, ray: RayOptions | None,
+                   identity: str | None) -> None:
+    """Write the embeddings of every job's texts by the embedder ``spec`` to its file: on Ray workers with
+    ``ray`` (into the same files, merged from shards; each worker's embedder must have ``identity``, the
+    one the manifest records, when given), else in this process."""
+    if ray is not None:
+        from ragfunnel.corpus.ray_embedding import embed_on_ray
+
+        embed_on_ray(jobs, spec=spec, identity=identity, options=ray)
+        return
+    for texts, path, desc in jobs:
+        np.save(path, _embed(texts, desc, spec=spec))
+
+
+def _embed(texts: list[str], desc: str, step: int = 256, *, spec: str = DEFAULT_EMBEDDER) -> np.ndarray:
+    """Embeddings of ``texts`` by the embedder ``spec`` (float32, unit length), with a progress bar."""
+    from tqdm.auto import tqdm
+
+    embedder = resolve_embedder(spec)
+    parts = []
+    with tqdm(total=len(texts), desc=desc, unit="text", disable=None) as bar:
+        for start in range(0, len(texts), step):
+            parts.append(embedder.encode(texts[start:start + step]))
+            bar.update(len(parts[-1]))
+    return np.concatenate(parts).astype(np.float32, copy=False)
+
+
+def _write_documents(docs: list[Document], root: Path) -> None:
+    offsets = [0]
+    with (root / "documents.jsonl").open("wb") as f:
+        for d in docs:
+            line = json.dumps({"id": d.id, "title": d.title, "text": d.text, "links": list(d.links)},
+                              ensure_ascii=False).encode() + b"\n"
+            f.write(line)
+            offsets.append(offsets[-1] + len(line))
+    np.save(root / "documents.offsets.npy", np.asarray(offsets, dtype=np.int64))

@@ -1,0 +1,37 @@
+"""How the answering service runs: the operator's ``ragfunnel serve`` options, and the API's path prefix.
+
+Every module of the service reads these; none of them is a client's to set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
+
+API = "/v1"
+
+
+@dataclass
+class Settings:
+    """How the service runs (``ragfunnel serve`` options)."""
+
+    light: str = DEFAULT_LIGHT
+    strong: str = DEFAULT_STRONG
+    token: str | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    queue: int = 8
+    deadline: float = 600.0
+    cors_origins: list[str] = field(default_factory=list)
+    allowed_hosts: list[str] = field(default_factory=list)  # beyond loopback; "*" for any (needs a token)
+    documents: int = 64
+    prefill: bool = True
+    indexes: dict[str, str] = field(default_factory=dict)  # name -> directory, for search and corpus methods
+    pre_ranker: str = DEFAULT_PRE_RANKER
+    post_ranker: str = DEFAULT_LIGHT
+
+    def operator_options(self) -> dict[str, str]:
+        """The options only the operator sets, as this server sets them."""
+        return {"light": self.light, "strong": self.strong, "pre_ranker": self.pre_ranker,
+                "post_ranker": self.post_ranker}
