@@ -35,7 +35,8 @@ import statistics
 from datetime import date
 from pathlib import Path
 
-from ragfunnel.confidence.calibration import SHIPPED, fit_calibration
+from ragfunnel.confidence.calibration import SHIPPED
+from ragfunnel.confidence.fitting import fit_calibration
 from ragfunnel.confidence.measures import auroc, coverage_curve, expected_calibration_error, is_right
 from ragfunnel.corpus import load_corpus
 from ragfunnel.eval.datasets import load_dataset

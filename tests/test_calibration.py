@@ -10,15 +10,8 @@ from click.testing import CliRunner
 
 from ragfunnel.cli.calibrate import calibrate
 from ragfunnel.confidence import calibration
-from ragfunnel.confidence.calibration import (
-    CalibrationFile,
-    Calibrator,
-    check_fingerprints,
-    cross_validate,
-    fit_calibration,
-    fit_logistic,
-    load_calibration,
-)
+from ragfunnel.confidence.calibration import CalibrationFile, Calibrator, check_fingerprints, load_calibration
+from ragfunnel.confidence.fitting import cross_validate, fit_calibration, fit_logistic
 from ragfunnel.confidence.measures import (
     ReliabilityBin,
     auroc,

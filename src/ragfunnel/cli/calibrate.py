@@ -8,15 +8,8 @@ import click
 
 from ragfunnel import journal
 from ragfunnel.cli.common import Command
-from ragfunnel.confidence.calibration import (
-    DEFAULT_MODEL,
-    ENV_VAR,
-    MIN_ROWS,
-    CalibrationFile,
-    Row,
-    fit_calibration,
-    short_fingerprint,
-)
+from ragfunnel.confidence.calibration import DEFAULT_MODEL, ENV_VAR, CalibrationFile, short_fingerprint
+from ragfunnel.confidence.fitting import MIN_ROWS, Row, fit_calibration
 from ragfunnel.confidence.measures import auroc, expected_calibration_error, is_right
 from ragfunnel.errors import InputError
 from ragfunnel.eval.runner import EvalRow, load_eval
