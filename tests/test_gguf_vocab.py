@@ -6,6 +6,7 @@ import pytest
 
 from ragfunnel.llm import bundled
 from ragfunnel.llm.llamacpp import LlamaCppLLM
+from ragfunnel.llm.speed import speed_of
 from ragfunnel.methods import make_method
 from ragfunnel.prompts import build_prompt, prompt_prefix
 
@@ -43,6 +44,7 @@ def test_counting_tokens_and_the_window_need_no_weights_and_match_the_loaded_mod
 
 
 def test_auto_plans_the_first_question_before_any_weights_load():
+    speed_of(fresh_tiny())  # as setup does: the speeds are measured once, by another instance of the model
     light, strong = fresh_tiny(), fresh_tiny()
     auto = make_method("auto", light=light, strong=strong, budget=200, chunk_words=40)
     plan = auto.plan("When was the reservoir finished?", " ".join([TEXT] * 30))
