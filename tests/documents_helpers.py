@@ -23,6 +23,46 @@ def make_pdf(path: Path, pages: list[str], *, roman_first: int = 0) -> Path:
                        f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
+    return _write_pdf(path, objects)
+
+
+def make_unicode_pdf(path: Path, pages: list[str], *, line_chars: int = 40) -> Path:
+    """A PDF whose text is any Unicode of the Basic Multilingual Plane (Chinese included): a Type0 font with
+    Identity-H codes equal to code points and a /ToUnicode map back to them, as PDF makers write CJK text.
+    The font is not embedded: readers extract the text through the map, which is all these tests need."""
+    chars = sorted({c for page in pages for c in page if c != "\n"})
+    n = len(pages)
+    font = 3 + 2 * n
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>",
+                            f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(n))}] "
+                            f"/Count {n} >>".encode()]
+    for i, text in enumerate(pages):
+        lines = [line[j:j + line_chars] for line in text.split("\n") for j in range(0, max(len(line), 1), line_chars)]
+        shown = " ".join(f"<{line.encode('utf-16-be').hex().upper()}> Tj 0 -16 Td" for line in lines)
+        stream = f"BT /F1 12 Tf 72 760 Td {shown} ET".encode()
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
+                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
+        objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    objects.append(f"<< /Type /Font /Subtype /Type0 /BaseFont /SongStd /Encoding /Identity-H "
+                   f"/DescendantFonts [{font + 1} 0 R] /ToUnicode {font + 3} 0 R >>".encode())
+    objects.append(f"<< /Type /Font /Subtype /CIDFontType2 /BaseFont /SongStd /CIDSystemInfo << /Registry (Adobe) "
+                   f"/Ordering (Identity) /Supplement 0 >> /FontDescriptor {font + 2} 0 R /DW 1000 >>".encode())
+    objects.append(b"<< /Type /FontDescriptor /FontName /SongStd /Flags 4 /FontBBox [0 -200 1000 900] "
+                   b"/ItalicAngle 0 /Ascent 900 /Descent -200 /CapHeight 700 /StemV 80 >>")
+    blocks = []
+    for j in range(0, len(chars), 100):  # a bfchar block holds at most 100 entries
+        part = chars[j:j + 100]
+        blocks.append(f"{len(part)} beginbfchar\n" + "".join(
+            f"<{c.encode('utf-16-be').hex().upper()}> <{c.encode('utf-16-be').hex().upper()}>\n" for c in part)
+            + "endbfchar")
+    cmap = ("/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /Identity-Unicode def "
+            "/CMapType 2 def 1 begincodespacerange <0000> <FFFF> endcodespacerange\n" + "\n".join(blocks)
+            + "\nendcmap CMapName currentdict /CMap defineresource pop end end").encode()
+    objects.append(b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream")
+    return _write_pdf(path, objects)
+
+
+def _write_pdf(path: Path, objects: list[bytes]) -> Path:
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []

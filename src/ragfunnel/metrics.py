@@ -10,14 +10,21 @@ from functools import lru_cache
 
 from ragfunnel.errors import MissingExtra
 from ragfunnel.prompts.parsing import option_index, option_letters
+from ragfunnel.text.scripts import HAN_CHARACTER, has_han_or_kana
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
+_HAN = re.compile(f"({HAN_CHARACTER})")
+_WIDE_PUNCT = re.compile("[\u3001-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65]")
 
 
 def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation and the articles a/an/the, squeeze whitespace."""
-    return " ".join(_ARTICLES.sub(" ", text.lower().translate(_PUNCT)).split())
+    """Lower-case, drop punctuation and the articles a/an/the, squeeze whitespace. Each Chinese or Japanese
+    character becomes a word of its own (their words are not spaced), so overlaps count characters."""
+    text = text.lower().translate(_PUNCT)
+    if has_han_or_kana(text):
+        text = _HAN.sub(r" \1 ", _WIDE_PUNCT.sub(" ", text))
+    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def overlap_f1(pred: list[str], ref: list[str]) -> float:

@@ -46,6 +46,9 @@ from ragfunnel.version import __version__
               help="Scoring: ragfunnel (by task: F1/EM/contains, ROUGE-L, accuracy), longbench (exactly LongBench's "
                    "metrics.py for each row's dataset), hotpotqa (the official F1/EM: yes/no answers that disagree "
                    "score 0).")
+@click.option("--context-files-anywhere", is_flag=True,
+              help="Let rows' context_file name files outside the dataset's folder (refused by default: a "
+                   "downloaded dataset must not make the run read, or send to a model server, other files).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Pairs run at once (helps with server backends).")
 @click.option("--corpus", type=click.Path(path_type=Path),
@@ -56,8 +59,8 @@ from ragfunnel.version import __version__
 @ray_options("Run the (example, method) pairs on Ray workers")
 @method_options
 def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: bool, limit: int | None, fmt: str,
-                 on_error: str, task: str | None, metric_profile: str, workers: int, corpus: Path | None,
-                 context_words: int | None, **given: Any) -> None:
+                 on_error: str, task: str | None, metric_profile: str, context_files_anywhere: bool, workers: int,
+                 corpus: Path | None, context_words: int | None, **given: Any) -> None:
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     model_settings(given)
     ray = ray_from(given)
@@ -72,7 +75,8 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     if (corpus is None) != (context_words is None):
         raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
     journal.check_free(run_dir)  # before the slow setup: a second writer stops here
-    loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit)
+    loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit,
+                          context_files_anywhere=context_files_anywhere)
     if not loaded.examples:
         raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
     examples = loaded.examples

@@ -6,7 +6,7 @@ from ragfunnel.documents.citations import Citation, cite
 from ragfunnel.documents.formats import SUPPORTED
 from ragfunnel.documents.limits import ReadLimits
 from ragfunnel.documents.model import FILE_SEPARATOR, LocatedContext, Section, SourceDocument
-from ragfunnel.documents.read import files_under, read_context, read_document, read_documents
+from ragfunnel.documents.read import files_under, read_context, read_document, read_documents, resolved
 
 __all__ = ["FILE_SEPARATOR", "SUPPORTED", "Citation", "LocatedContext", "ReadLimits", "Section", "SourceDocument",
-           "cite", "files_under", "read_context", "read_document", "read_documents"]
+           "cite", "files_under", "read_context", "read_document", "read_documents", "resolved"]

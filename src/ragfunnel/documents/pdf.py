@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from ragfunnel.documents.limits import ReadLimits
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
 from ragfunnel.errors import InputError, MissingExtra
 
@@ -16,7 +17,7 @@ ENCRYPTED = ("{name} is encrypted (password-protected); decrypt it first, "
 NO_TEXT = "{name} has no extractable text (scanned?); run OCR first (e.g. ocrmypdf {name} out.pdf)"
 
 
-def read_pdf(path: Path) -> SourceDocument:
+def read_pdf(path: Path, limits: ReadLimits) -> SourceDocument:
     try:
         import pypdfium2 as pdfium
     except ImportError:

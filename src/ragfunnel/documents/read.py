@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +27,7 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
             raise InputError(f"stdin holds over {limits.max_document_mb:g} MB; pass --max-document-mb to raise it")
         return SourceDocument.of_text("stdin", decode_text(raw, "stdin"))
     path = Path(path)
-    if not path.exists():
+    if not _exists(path):
         raise InputError(f"{path} does not exist; check the path")
     if not path.is_file():
         raise InputError(f"{path} is not a regular file; pass a file or a folder of files")
@@ -34,7 +36,7 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
     if kind == "pdf":
         from ragfunnel.documents.pdf import read_pdf
 
-        return read_pdf(path)
+        return read_pdf(path, limits)
     if kind == "docx":
         from ragfunnel.documents.docx import read_docx
 
@@ -51,25 +53,72 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
     return read_markdown(path, raw) if kind == "markdown" else read_text(path, raw)
 
 
-def files_under(folder: Path) -> list[Path]:
-    """The supported files under ``folder`` (by suffix; hidden ones skipped), in a stable order."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_SUFFIXES
-                   and not any(part.startswith(".") for part in p.relative_to(folder).parts))
+def resolved(path: Path) -> Path:
+    """``path`` with every symlink followed; a symlink loop or a dangling link is a one-line InputError."""
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:
+        raise InputError(f"{path} does not exist; check the path") from None
+    except RuntimeError:  # Python 3.11-3.12 raise this for a loop; 3.13 raises OSError(ELOOP)
+        raise InputError(f"symlink loop at {path}; point the link at a real file or folder") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise InputError(f"symlink loop at {path}; point the link at a real file or folder") from None
+        raise InputError(f"{path} cannot be read ({e.strerror}); check it and its permissions") from None
+
+
+def files_under(folder: Path, *, root: Path | None = None) -> list[Path]:
+    """The supported files under ``folder`` (by suffix; hidden ones skipped), in a stable order.
+
+    Every entry is resolved, symlinks followed, and kept only if it lands inside ``root`` (by default the
+    folder itself): a link that points outside, a link loop or a folder already walked (``sub/up -> ..``) is
+    skipped with a warning naming it. So a folder can never pull in a file its reader was not given.
+    """
+    folder = Path(folder)
+    inside = resolved(Path(root) if root is not None else folder)
+    files: list[Path] = []
+    seen: set[Path] = set()
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        real = resolved(current)
+        if real in seen:
+            log.warning("skipped %s: it leads back to a folder already read", current)
+            continue
+        seen.add(real)
+        for entry in sorted(os.scandir(current), key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            try:
+                target = resolved(path)
+            except InputError as e:
+                log.warning("skipped %s: %s", path, e)
+                continue
+            if not target.is_relative_to(inside):
+                log.warning("skipped %s: it resolves outside %s", path, inside)
+            elif target.is_dir():
+                pending.append(path)
+            elif target.is_file() and path.suffix.lower() in SUPPORTED_SUFFIXES:
+                files.append(path)
+    files.sort()
     if not files:
         raise InputError(f"{folder} holds no supported files; ragfunnel reads {SUPPORTED_LINE} "
                          f"({', '.join(sorted(SUPPORTED_SUFFIXES))})")
     return files
 
 
-def read_documents(paths: list[str | Path], limits: ReadLimits = DEFAULT_LIMITS) -> list[SourceDocument]:
+def read_documents(paths: list[str | Path], limits: ReadLimits = DEFAULT_LIMITS, *,
+                   root: Path | None = None) -> list[SourceDocument]:
     """Every file named, and every supported file under each folder named, in the order given. A file named
-    that cannot be read is an error; one found in a folder is skipped with a warning naming it and why."""
+    that cannot be read is an error; one found in a folder is skipped with a warning naming it and why.
+    A folder's walk stays inside ``root`` (by default, inside the folder named)."""
     documents = []
     for given in paths:
         if str(given) != "-" and Path(given).is_dir():
             folder = Path(given)
             found = []
-            for file in files_under(folder):
+            for file in files_under(folder, root=root):
                 try:
                     found.append(_renamed(read_document(file, limits), str(file.relative_to(folder))))
                 except MissingExtra:
@@ -84,9 +133,17 @@ def read_documents(paths: list[str | Path], limits: ReadLimits = DEFAULT_LIMITS)
     return documents
 
 
-def read_context(paths: list[str | Path], limits: ReadLimits = DEFAULT_LIMITS) -> LocatedContext:
+def read_context(paths: list[str | Path], limits: ReadLimits = DEFAULT_LIMITS, *,
+                 root: Path | None = None) -> LocatedContext:
     """The files (and folders) to answer one question from, joined into one context."""
-    return LocatedContext.join(read_documents(paths, limits))
+    return LocatedContext.join(read_documents(paths, limits, root=root))
+
+
+def _exists(path: Path) -> bool:
+    """Whether ``path`` exists; a symlink loop is said as such, not as a missing file."""
+    if path.is_symlink():
+        resolved(path)
+    return path.exists()
 
 
 def _renamed(doc: SourceDocument, name: str) -> SourceDocument:

@@ -16,7 +16,8 @@ Question formats (``format=``):
 ``jsonl``      ragfunnel's own: ``question``, ``answers`` (list) or ``answer`` (string; FlashRAG's
                ``golden_answers`` is read too), optional
                ``id``, ``context`` (or ``context_file``: a document of any format
-               ragfunnel.documents reads, relative to the dataset file), ``choices``, ``task``
+               ragfunnel.documents reads, relative to the dataset file and inside its folder),
+               ``choices``, ``task``
 ``auto``       pick one of the above from the first record's fields
 
 Files may be a JSON list or JSON Lines. A malformed row is reported with its file and line;
@@ -36,7 +37,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ragfunnel.documents import read_document
+from ragfunnel.documents import read_document, resolved
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.prompts import TASKS
 from ragfunnel.prompts.longbench import longbench_task
@@ -255,14 +256,19 @@ def _infbench(record: dict, index: int) -> Example:
     )
 
 
-def _with_context_file(record: dict, folder: Path, files: dict[Path, str]) -> dict:
-    """``record`` with the text of its ``context_file`` (read once per file) as its ``context``."""
+def _with_context_file(record: dict, folder: Path, files: dict[Path, str], *, anywhere: bool) -> dict:
+    """``record`` with the text of its ``context_file`` (read once per file) as its ``context``. The file
+    must resolve inside the dataset's folder unless ``anywhere``: a dataset is data, often downloaded, and
+    must not make a run read (and send to a model server) a file such as ``/etc/shadow``."""
     name = record["context_file"]
-    if not isinstance(name, str) or not name.strip():
+    if not isinstance(name, str) or not name.strip() or "\x00" in name:
         raise RowError("'context_file' must be a path (a string), relative to the dataset file")
     if "context" in record:
         raise RowError("a row gives 'context' or 'context_file', not both")
-    file = (folder / name).resolve()
+    file = resolved(folder / name)
+    if not anywhere and not file.is_relative_to(folder.resolve()):
+        raise RowError(f"'context_file' {name!r} is outside the dataset's folder {folder}; move the file there, "
+                       "or allow it (`ragfunnel eval --context-files-anywhere`, context_files_anywhere=True)")
     if file not in files:
         files[file] = read_document(file).text
     return {k: v for k, v in record.items() if k != "context_file"} | {"context": files[file]}
@@ -312,8 +318,10 @@ def detect_format(record: dict) -> str:
     return "jsonl"
 
 
-def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fail", limit: int | None = None) -> Loaded:
-    """Read a question set into Examples (see the module docstring for formats)."""
+def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fail", limit: int | None = None,
+                 context_files_anywhere: bool = False) -> Loaded:
+    """Read a question set into Examples (see the module docstring for formats). A row's ``context_file``
+    is read only from under the dataset's folder unless ``context_files_anywhere``."""
     if format != "auto" and format not in FORMATS:
         raise ConfigError(f"unknown dataset format {format!r}; valid formats: auto, {', '.join(FORMATS)}")
     if on_error not in ("fail", "skip"):
@@ -336,7 +344,7 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
                 fmt = detect_format(record)
                 log.info("%s: reading as %s", path, fmt)
             if "context_file" in record:
-                record = _with_context_file(record, path.parent, files)
+                record = _with_context_file(record, path.parent, files, anywhere=context_files_anywhere)
             example = FORMATS[fmt](record, line)
             if example.id in seen:
                 raise RowError(f"duplicate id {example.id!r}")

@@ -2,8 +2,9 @@
 
 Scores are bm25s's Lucene-style BM25 (k1=1.5, b=0.75 by default), stored in its sparse
 term-by-document layout so :meth:`BM25Index.save` and :meth:`BM25Index.load` use its files.
-Chunks and every query go through the same :func:`tokenize_ids`: lower-case, ``\\w\\w+``
-words, English stopwords removed, Snowball English stemming (PyStemmer).
+Chunks and every query go through the same :func:`tokenize_ids`: Chinese and Japanese cut into words
+(:func:`ragfunnel.text.scripts.words_for_search`), lower-case, ``\\w\\w+`` words and single Han characters,
+English and Chinese stopwords removed, Snowball English stemming (PyStemmer).
 
 The index is computed with numpy from one flat array of term ids (:class:`TokenIds`) rather
 than by bm25s's per-document Python loops (identical scores, a fraction of the time), and texts tokenised
@@ -24,14 +25,17 @@ from pathlib import Path
 import bm25s
 import numpy as np
 import Stemmer
+from bm25s.stopwords import STOPWORDS_EN
 
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.fusion import best_k
+from ragfunnel.text.scripts import CHINESE_STOPWORDS, HAN_CHARACTER, words_for_search
 
 # bm25s sets its own logger to DEBUG on import, which would print index-building notes.
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
-_SPLIT = r"(?u)\b\w\w+\b"
+# A Chinese word may be one character (書, 税); an English one-letter word carries nothing.
+_SPLIT = rf"(?u)\b\w\w+\b|{HAN_CHARACTER}"
 # bm25s needs at least one term per document; an all-stopword text holds this one. It is not a
 # \w character, so no query can ever match it.
 PLACEHOLDER = "\u2400"
@@ -40,7 +44,7 @@ PLACEHOLDER = "\u2400"
 @lru_cache(maxsize=1)
 def _tokenizer() -> bm25s.tokenization.Tokenizer:
     return bm25s.tokenization.Tokenizer(
-        lower=True, splitter=_SPLIT, stopwords="english", stemmer=Stemmer.Stemmer("english")
+        lower=True, splitter=_SPLIT, stopwords=[*STOPWORDS_EN, *CHINESE_STOPWORDS], stemmer=Stemmer.Stemmer("english")
     )
 
 
@@ -88,7 +92,7 @@ def tokenize_ids(texts: Iterable[str]) -> TokenIds:
     tok.reset_vocab()
     ids, lengths = array("i"), array("q")
     # allow_empty=False: an all-stopword text yields no ids, rather than bm25s's "" term.
-    for row in tok.streaming_tokenize(texts, update_vocab=True, allow_empty=False):
+    for row in tok.streaming_tokenize(map(words_for_search, texts), update_vocab=True, allow_empty=False):
         ids.extend(row)
         lengths.append(len(row))
     return TokenIds(np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64),

@@ -23,7 +23,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from ragfunnel.api import answer_located
 from ragfunnel.api import search as ragfunnel_search
-from ragfunnel.documents import LocatedContext, ReadLimits, read_context
+from ragfunnel.documents import LocatedContext, ReadLimits, read_context, resolved
 from ragfunnel.errors import InputError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
@@ -51,16 +51,17 @@ class ToolState:
         if not given or "\x00" in given:
             raise InputError("path is empty; name a file or folder under the root")
         path = Path(given) if Path(given).is_absolute() else self.root / given
-        resolved = path.resolve()
-        if not resolved.is_relative_to(self.root):
+        if not path.is_symlink() and not path.exists():
+            raise InputError(f"{given!r} does not exist under the root {self.root}")
+        real = resolved(path)  # a symlink loop is one line, not a traceback
+        if not real.is_relative_to(self.root):
             raise InputError(f"{given!r} is outside the root this server reads ({self.root}); "
                              "pass a path under it, or restart the server with another --root")
-        if not resolved.exists():
-            raise InputError(f"{given!r} does not exist under the root {self.root}")
-        return resolved
+        return real
 
     def read(self, path: str) -> LocatedContext:
-        return read_context([self.inside(path)], self.limits)
+        """A file or folder under the root; a folder's walk skips every entry that resolves outside it."""
+        return read_context([self.inside(path)], self.limits, root=self.root)
 
 
 def build_server(state: ToolState) -> MCPServer:

@@ -1,4 +1,5 @@
-"""Fixed word windows over a context, keeping order and the exact original text."""
+"""Fixed word windows over a context, keeping order and the exact original text. A word is a word unit of
+:mod:`ragfunnel.text.scripts`: a whitespace-separated word, or one character of Chinese or Japanese."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ import bisect
 import re
 
 from ragfunnel.errors import ConfigError
+from ragfunnel.text.scripts import WORD_UNIT
 from ragfunnel.types import Chunk
 
-_WORD = re.compile(r"\S+")
 # Between the files of one context (ragfunnel.documents). Python counts U+001C as whitespace, so it never
 # enters a chunk's text; a window never runs past it, so no chunk holds the end of one file and the next's start.
 FILE_SEPARATOR = "\x1c"
@@ -16,15 +17,15 @@ _SEPARATOR = re.compile(FILE_SEPARATOR)
 
 
 def count_words(text: str) -> int:
-    """Whitespace-separated words, counted as the chunker counts them."""
-    return len(_WORD.findall(text))
+    """Words (word units), counted as the chunker counts them."""
+    return len(WORD_UNIT.findall(text))
 
 
 def word_windows(text: str, words: int) -> list[tuple[int, int]]:
     """(start, end) character spans of consecutive ``words``-word windows of ``text``."""
     if words < 1:
         raise ConfigError(f"chunk_words must be at least 1, got {words}")
-    spans = [m.span() for m in _WORD.finditer(text)]
+    spans = [m.span() for m in WORD_UNIT.finditer(text)]
     separators = [m.start() for m in _SEPARATOR.finditer(text)] if FILE_SEPARATOR in text else []
     windows, first = [], 0
     while first < len(spans):
@@ -39,7 +40,7 @@ def word_windows(text: str, words: int) -> list[tuple[int, int]]:
 
 
 def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -> list[Chunk]:
-    """Split ``text`` into windows of ``chunk_words`` whitespace-separated words.
+    """Split ``text`` into windows of ``chunk_words`` words (word units: a Chinese character is one).
 
     Each chunk's text is the exact slice of ``text`` from its first word to its last,
     so line breaks and spacing inside a chunk survive, and the chunks' words joined
