@@ -32,11 +32,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Generic, Protocol, TypeVar
 
+from ragfunnel.bounded import loads, read_regular_file
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, Interrupted, RunBusy
 
 log = logging.getLogger(__name__)
 
 CONFIG_FILE, ROWS_FILE, FAILED_FILE, LOCK_FILE = "config.json", "rows.jsonl", "failed.jsonl", ".lock"
+# Far above any run's rows (a row is a few kilobytes) and configuration (a few options), so only a file that
+# is no journal, or a device, is refused by size.
+MAX_JOURNAL_BYTES = 4 << 30
+MAX_CONFIG_BYTES = 16 << 20
+_CONFIG_FIX = "it records what the run is: restore it, or start fresh with a new --out"
 
 
 def out_dir(path: Path, option: str = "--out") -> Path:
@@ -110,11 +116,10 @@ def read_jsonl(path: Path, *, what: str = "row") -> list[tuple[int, dict[str, An
     is not JSON, a list — is an :class:`InputError` naming the file and line.
     """
     try:
-        data = path.read_bytes()
+        data = read_regular_file(path, max_bytes=MAX_JOURNAL_BYTES, what=f"the {what}s file",
+                                 fix=f"it is not a JSONL file of {what}s: restore or remove it")
     except FileNotFoundError:
         return []
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory, not a JSONL file of {what}s") from None
     lines = data.split(b"\n")
     tail = lines.pop()  # b"" when the file ends in a newline
     rows = [(number, _parse_line(path, number, line, what)) for number, line in enumerate(lines, start=1)
@@ -126,12 +131,13 @@ def read_jsonl(path: Path, *, what: str = "row") -> list[tuple[int, dict[str, An
 
 def _parse_line(path: Path, number: int, line: bytes, what: str) -> dict[str, Any]:
     try:
-        row = json.loads(line.decode("utf-8"))
+        row = loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError(f"{path}:{number} is not UTF-8 text; the file is damaged or not a JSONL file of "
                          f"{what}s (save it as UTF-8)") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{path}:{number} is not a JSON {what} ({e.msg}); the file is damaged or not a "
+    except ValueError as e:  # not JSON, nested past reason, a number too long to read
+        problem = e.msg if isinstance(e, json.JSONDecodeError) else str(e)
+        raise InputError(f"{path}:{number} is not a JSON {what} ({problem}); the file is damaged or not a "
                          f"JSONL file of {what}s") from None
     if not isinstance(row, dict):
         raise InputError(f"{path}:{number} is a JSON {type(row).__name__}, not a {what} object")
@@ -141,7 +147,7 @@ def _parse_line(path: Path, number: int, line: bytes, what: str) -> dict[str, An
 def _complete_row(line: bytes) -> dict[str, Any] | None:
     """The object on a last line that lacks its newline, or None when it is a torn write."""
     try:
-        row = json.loads(line.decode("utf-8"))
+        row = loads(line.decode("utf-8"))
     except ValueError:  # UnicodeDecodeError and JSONDecodeError alike: cut mid-write
         return None
     return row if isinstance(row, dict) else None
@@ -150,15 +156,15 @@ def _complete_row(line: bytes) -> dict[str, Any] | None:
 def read_config(path: Path) -> dict[str, Any] | None:
     """A run's recorded configuration (None when there is none yet); a damaged one is an InputError."""
     try:
-        value = json.loads(path.read_bytes().decode("utf-8"))
+        raw = read_regular_file(path, max_bytes=MAX_CONFIG_BYTES, what="run configuration", fix=_CONFIG_FIX)
     except FileNotFoundError:
         return None
-    except (UnicodeDecodeError, json.JSONDecodeError, IsADirectoryError) as e:
-        raise InputError(f"{path} is damaged ({type(e).__name__}); it records what the run is: restore it, "
-                         "or start fresh with a new --out") from None
+    try:
+        value = loads(raw.decode("utf-8"))
+    except ValueError as e:  # not UTF-8, not JSON, nested past reason
+        raise InputError(f"{path} is damaged ({type(e).__name__}); {_CONFIG_FIX}") from None
     if not isinstance(value, dict):
-        raise InputError(f"{path} is a JSON {type(value).__name__}, not a run configuration; restore it, "
-                         "or start fresh with a new --out")
+        raise InputError(f"{path} is a JSON {type(value).__name__}, not a run configuration; {_CONFIG_FIX}")
     return value
 
 
@@ -235,7 +241,8 @@ def cut_torn_line(path: Path) -> None:
     """
     if not path.exists() or path.stat().st_size == 0:
         return
-    data = path.read_bytes()
+    data = read_regular_file(path, max_bytes=MAX_JOURNAL_BYTES, what="the journal",
+                             fix="it is not a JSONL journal: restore or remove it")
     keep = data.rfind(b"\n") + 1
     if keep == len(data):
         return

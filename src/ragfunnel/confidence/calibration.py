@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ragfunnel.bounded import RefusedPath, read_json_file
 from ragfunnel.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ DEFAULT_MODEL = "default"  # the model for any method without its own
 EARNED_AUROC = 0.6
 # A confidence never claims certainty: the signals cannot rule out a wrong reference or a lucky guess.
 FLOOR, CEILING = 0.01, 0.99
+MAX_BYTES = 4 << 20  # a fitted file is a few kilobytes: a model per method, a few signals each
+_CALIBRATION_FIX = "pass a file `ragfunnel calibrate` wrote, or refit one with it"
 
 
 def signal_value(signals: Mapping[str, Any], name: str) -> float:
@@ -180,17 +183,13 @@ class CalibrationFile:
 
     @classmethod
     def read(cls, path: str | Path) -> CalibrationFile:
-        """The calibration in ``path``; a missing or damaged file is an InputError naming it."""
+        """The calibration in ``path``; a missing or damaged file is an InputError naming it, and a path that
+        is no file to read (a FIFO, a device, a folder, one past :data:`MAX_BYTES`) a :class:`RefusedPath`."""
         path = Path(path)
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            data = read_json_file(path, max_bytes=MAX_BYTES, what="calibration file", fix=_CALIBRATION_FIX)
         except FileNotFoundError:
             raise InputError(f"calibration file {path} does not exist") from None
-        except IsADirectoryError:
-            raise InputError(f"calibration file {path} is a directory") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise InputError(f"calibration file {path} is not JSON ({type(e).__name__}); it is damaged: refit it "
-                             "with `ragfunnel calibrate`") from None
         try:
             return cls.from_json(data)
         except InputError as e:
@@ -233,15 +232,19 @@ def load_calibration(path: str | Path | None = None) -> CalibrationFile:
     """The calibration to use: ``path``, else ``$RAGFUNNEL_CALIBRATION``, else the shipped file.
 
     A given file that is missing or damaged costs one warning naming it, and the shipped file is
-    used instead. Without a shipped file (or with a damaged one) the result is an empty
-    :class:`CalibrationFile`, whose :meth:`~CalibrationFile.confidence` is None: answers then show no
-    confidence rather than a made-up one.
+    used instead. A given ``path`` that is no file to read (a FIFO, a device, a folder, one far too big)
+    is a mistake in the command rather than a damaged file, and is raised (:class:`RefusedPath`, an
+    InputError), as the CLI refuses a folder; from the environment it is warned about too. Without a
+    shipped file (or with a damaged one) the result is an empty :class:`CalibrationFile`, whose
+    :meth:`~CalibrationFile.confidence` is None: answers then show no confidence rather than a made-up one.
     """
     chosen = path if path is not None else os.environ.get(ENV_VAR) or None
     if chosen is not None:
         try:
             return CalibrationFile.read(chosen)
         except InputError as e:
+            if path is not None and isinstance(e, RefusedPath):
+                raise
             fallback = "using the shipped calibration" if SHIPPED.exists() else "answers show no confidence"
             log.warning("%s; %s", e, fallback)
     if not SHIPPED.exists():

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, InputError
@@ -45,6 +46,7 @@ DEFAULT_TOP_POSITIVES = 2
 DEFAULT_EASY_NEGATIVES = 8  # documents of the retrieved clusters outside D_m, see label_question
 DEFAULT_PRIOR_WEIGHT = 10.0  # cosines of a question's candidates differ by ~0.1-0.3: one to three logits
 LABELS_FILE, LOG_FILE = "distill_labels.jsonl", "distill.json"
+MAX_LOG_BYTES = 16 << 20  # the settings and a loss per epoch: kilobytes
 
 
 def aggregate_scores(passage_scores: np.ndarray, owners: np.ndarray, n_documents: int, *,
@@ -246,12 +248,14 @@ def read_training_log(model_dir: str | Path) -> TrainingLog:
     """How the model in ``model_dir`` was distilled, from its ``distill.json``."""
     path = Path(model_dir) / LOG_FILE
     try:
-        row = json.loads(path.read_text(encoding="utf-8"))
+        row = read_json_file(path, max_bytes=MAX_LOG_BYTES, what="training log")
         known = {f.name for f in fields(TrainingLog)}
         return TrainingLog(**{k: v for k, v in row.items() if k in known})
     except FileNotFoundError:
         raise InputError(f"{path} does not exist: {model_dir} is not a model `ragfunnel funnel distill` wrote; "
                          "pass one it wrote") from None
+    except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
+        raise InputError(f"{path} is corrupted ({e.problem}); distil the model again") from None
     except (ValueError, TypeError, AttributeError):
         raise InputError(f"{path} is corrupted; distil the model again") from None
 

@@ -34,12 +34,14 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from ragfunnel.bounded import loads, read_regular_file
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.embedders import EmbedderInfo
 from ragfunnel.retrieve.faiss_search import FaissConfig
 
 FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 1 << 20  # a manifest is counts, settings and a digest per file: a few kilobytes
 DOCUMENT_VECTORS = "documents.vectors.npy"
 _BM25_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
                "vocab.index.json")  # what bm25s writes for our Lucene BM25, all of which it reads back
@@ -183,12 +185,14 @@ def read_manifest(root: Path) -> Manifest:
     the rebuild command: accepting it would let anyone skip the check by deleting the field.
     """
     path = root / MANIFEST
-    if not path.exists():
-        raise InputError(f"{root} is not a ragfunnel index (no {MANIFEST}); build one with "
-                         "`ragfunnel index CORPUS --out DIR`")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON, nested beyond reason
+        raw = read_regular_file(path, max_bytes=MAX_MANIFEST_BYTES, what="index manifest", fix=rebuild_fix(root))
+    except FileNotFoundError:
+        raise InputError(f"{root} is not a ragfunnel index (no {MANIFEST}); build one with "
+                         "`ragfunnel index CORPUS --out DIR`") from None
+    try:
+        data = loads(raw.decode("utf-8"))
+    except ValueError:  # not UTF-8, not JSON, nested beyond reason
         raise InputError(f"{path} is corrupted (not UTF-8 JSON); {rebuild_fix(root)}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path} is corrupted (a JSON {type(data).__name__}, not an object); {rebuild_fix(root)}")

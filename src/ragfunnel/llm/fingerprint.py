@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ragfunnel.bounded import UnreadableFile, read_json_file
+
+log = logging.getLogger(__name__)
+
 _BLOCK = 1 << 22
+MAX_RECORD_BYTES = 64 << 10  # a record is a stamp and a digest: a few hundred bytes
 
 
 def sha256_of_file(path: Path, *, progress: bool = False) -> str:
@@ -45,23 +52,44 @@ def _record(path: Path) -> Path:
 
 
 def recorded_sha256(path: str | Path) -> str | None:
-    """The digest remembered for this version of the file, without hashing; None if there is none."""
+    """The digest remembered for this version of the file, without hashing; None if there is none.
+
+    A damaged record is removed with one warning: the file is hashed again when its digest is next needed."""
     path = Path(path)
+    record = _record(path)
     try:
-        saved = json.loads(_record(path).read_text())
-        if isinstance(saved, dict) and saved.get("stamp") == file_stamp(path) and isinstance(saved.get("sha256"), str):
-            return saved["sha256"]
-    except (OSError, ValueError):
-        pass
+        saved = read_json_file(record, max_bytes=MAX_RECORD_BYTES, what="SHA-256 record")
+        digest = saved["sha256"]
+        if not isinstance(digest, str):
+            raise TypeError(f"the digest is a {type(digest).__name__}")
+        return digest if saved.get("stamp") == file_stamp(path) else None
+    except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
+        _drop(record, e.problem)
+    except (TypeError, KeyError, AttributeError) as e:  # JSON, but not a record
+        _drop(record, f"not a record of a digest: {e}")
+    except OSError:
+        pass  # never hashed (no record), or the file itself is gone
     return None
+
+
+def _drop(record: Path, problem: str) -> None:
+    """Warn about a damaged record and remove it, so the warning is not repeated on every look-up."""
+    log.warning("the SHA-256 record %s is unusable (%s); removing it: the file is hashed again when next "
+                "needed", record, problem)
+    try:
+        record.unlink()
+    except OSError:
+        pass  # a folder in its place stays, and costs a re-hash each time
 
 
 def remember_sha256(path: Path, sha256: str, stamp: dict[str, object]) -> None:
     """Record ``sha256`` for the version of ``path`` that ``stamp`` (taken before hashing) describes."""
     record = _record(path)
+    partial = record.with_name(f"{record.name}.{os.getpid()}.partial")  # a reader never sees half a record
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"stamp": stamp, "sha256": sha256}))
+        partial.write_text(json.dumps({"stamp": stamp, "sha256": sha256}))
+        os.replace(partial, record)
     except OSError:
         pass  # an unwritable cache dir only costs the hash again next time
 

@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm.base import LLM
 
@@ -37,6 +38,7 @@ CALIBRATION_VERSION = 4
 _PROBE_WORDS = (120, 720)  # two prompt lengths: the rate at the start and how fast it falls
 _DECODE_TOKENS = 24
 _BATCH = 4
+MAX_SPEED_FILE_BYTES = 64 << 10  # a saved speed is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,25 @@ def machine_of(fingerprint: str) -> dict[str, object]:
             "version": CALIBRATION_VERSION, "model": fingerprint}
 
 
+def _saved_profile(path: Path, machine: dict[str, object], name: str) -> SpeedProfile | None:
+    """The profile saved at ``path`` if it was measured on ``machine``; None when there is none to trust.
+    A damaged file costs one warning; the profile measured next replaces it."""
+    try:
+        saved = read_json_file(path, max_bytes=MAX_SPEED_FILE_BYTES, what="saved speed")
+        if saved.get("machine") == machine:
+            return SpeedProfile(**saved["profile"])
+        log.info("%s's saved speed was measured on another machine or model file; measuring it again", name)
+        return None
+    except FileNotFoundError:
+        return None  # first use: measure
+    except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
+        problem = e.problem
+    except (TypeError, KeyError, AttributeError, ConfigError) as e:  # JSON, but not a saved speed
+        problem = str(e)
+    log.warning("%s's saved speed in %s is unusable (%s); measuring it again", name, path, problem)
+    return None
+
+
 def speed_of(llm: LLM) -> SpeedProfile:
     """``llm``'s profile: remembered for its fingerprint on this machine, else calibrated now and saved."""
     fingerprint = getattr(llm, "fingerprint", llm.name)
@@ -160,17 +181,7 @@ def speed_of(llm: LLM) -> SpeedProfile:
         return _measured[fingerprint]
     path = _profile_path(llm)
     machine = machine_of(fingerprint)
-    profile = None
-    try:
-        saved = json.loads(path.read_text())
-        if saved.get("machine") == machine:
-            profile = SpeedProfile(**saved["profile"])
-        else:
-            log.info("%s's saved speed was measured on another machine or model file; measuring it again", llm.name)
-    except FileNotFoundError:
-        pass  # first use: measure
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, ConfigError) as e:
-        log.warning("%s's saved speed in %s is unusable (%s); measuring it again", llm.name, path, e)
+    profile = _saved_profile(path, machine, llm.name)
     if profile is None:
         log.info("measuring %s's speed on this machine (once per model file)", llm.name)
         profile = calibrate(llm)

@@ -35,7 +35,9 @@ import os
 import threading
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.confidence import current_calibration
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
@@ -60,6 +62,7 @@ ESCALATE_BELOW: dict[str, float | None] = {"speed": None, "balanced": None, "qua
 # measured drafts of the bundled 0.5B end after 20-55 tokens, answers after a few).
 EXPECTED_ANSWER_TOKENS = 12
 EXPECTED_DRAFT_TOKENS = 48
+LEDGER_MAX_BYTES = 4 << 20  # 10,000 documents of ~90 bytes each, the most it keeps
 
 
 class DocumentLedger:
@@ -69,6 +72,7 @@ class DocumentLedger:
     def __init__(self) -> None:
         self._spent: dict[str, float] = {}
         self._lock = threading.Lock()
+        self._damage_reported = False
 
     @staticmethod
     def key(text: str) -> str:
@@ -85,10 +89,22 @@ class DocumentLedger:
         if path is None:
             return {}
         try:
-            saved = json.loads(path.read_text())
-            return {k: float(v) for k, v in saved.items()} if isinstance(saved, dict) else {}
-        except (OSError, ValueError, TypeError):
+            saved = read_json_file(path, max_bytes=LEDGER_MAX_BYTES, what="document ledger")
+            return {str(k): float(v) for k, v in saved.items()}
+        except FileNotFoundError:
             return {}
+        except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
+            return self._dropped(path, e.problem)
+        except (ValueError, TypeError, AttributeError) as e:  # JSON, but not an object of seconds
+            return self._dropped(path, f"not an object of seconds: {e}")
+
+    def _dropped(self, path: Path, problem: str) -> dict[str, float]:
+        """Nothing from a damaged ledger, with one warning per process however often it is read before the
+        next :meth:`add` writes a fresh one over it."""
+        if not self._damage_reported:
+            self._damage_reported = True
+            log.warning("the document ledger %s is unusable (%s); auto starts it afresh", path, problem)
+        return {}
 
     def spent(self, text: str) -> float:
         key = self.key(text)

@@ -37,12 +37,14 @@ from typing import Protocol
 
 import numpy as np
 
+from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.errors import InputError, MissingExtra, ModelError
 from ragfunnel.llm.fingerprint import file_sha256, sha256_of_file
 
 ATTENTION_NAME = "ragfunnel_last_row"
 DEFAULT_REP_TOKENS = 4  # the paper's best setting in most cases
 CHECKSUMS = "checksums.json"
+MAX_CHECKSUMS_BYTES = 1 << 20  # a digest per file of a converted model: a few hundred bytes
 POST_RANKERS = ("bundled:NAME, gguf:PATH to a GGUF file, or a causal LM's directory or Hugging Face name "
                 "(config.json and weights)")
 # The weight files transformers looks for in a model directory (single or sharded).
@@ -317,11 +319,11 @@ def verify_checked_dir(directory: Path) -> str | None:
     """None when ``directory`` holds exactly the files its ``checksums.json`` lists, each with the
     recorded SHA-256; otherwise what is wrong, for a log line."""
     try:
-        sums = json.loads((directory / CHECKSUMS).read_text())
+        sums = read_json_file(directory / CHECKSUMS, max_bytes=MAX_CHECKSUMS_BYTES, what=CHECKSUMS)
     except FileNotFoundError:
         return f"no {CHECKSUMS}: an interrupted write"
-    except (OSError, ValueError) as e:
-        return f"{CHECKSUMS} is unreadable ({e})"
+    except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
+        return f"{CHECKSUMS} is unreadable ({e.problem})"
     if not isinstance(sums, dict) or not all(isinstance(v, str) for v in sums.values()):
         return f"{CHECKSUMS} is not a mapping of file names to SHA-256 digests"
     present = set(_files(directory)) - {CHECKSUMS}

@@ -13,12 +13,12 @@ anything else       a cross-encoder by local directory or Hugging Face name, e.g
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
+from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.attention import model_directory, model_load_errors, require_torch
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER
@@ -27,6 +27,7 @@ from ragfunnel.types import Document
 DEFAULT_PRE_RANKER = "minilm"
 CROSS_ENCODER_TOKENS = 256  # question + document, truncated from the document's end
 PRIOR_FILE = "prior.json"  # in a distilled model's directory: the weight of the bi-encoder cosine it corrects
+MAX_PRIOR_BYTES = 64 << 10  # one weight and a note
 CROSS_ENCODERS = "a cross-encoder or encoder directory (config.json and weights) or Hugging Face name"
 PRE_RANKERS = ("a cross-encoder directory (as `ragfunnel funnel distill` writes) or Hugging Face name, `minilm`, "
                "or `llm:SPEC`")
@@ -125,13 +126,17 @@ class PriorCrossEncoderPreRanker:
 def read_prior_weight(model_dir: Path) -> float | None:
     """The bi-encoder weight a distilled model was trained with; None for a plain cross-encoder."""
     path = model_dir / PRIOR_FILE
-    if not path.exists():
-        return None
+    fix = "distil the model again or delete the file to use the cross-encoder alone"
     try:
-        return float(json.loads(path.read_text())["weight"])
+        saved = read_json_file(path, max_bytes=MAX_PRIOR_BYTES, what="prior weight file")
+    except FileNotFoundError:
+        return None
+    except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
+        raise InputError(f"{path} is corrupted ({e.problem}); {fix}") from None
+    try:
+        return float(saved["weight"])
     except (ValueError, KeyError, TypeError):
-        raise InputError(f"{path} is corrupted (no numeric \"weight\"); distil the model again or delete the file "
-                         "to use the cross-encoder alone") from None
+        raise InputError(f"{path} is corrupted (no numeric \"weight\"); {fix}") from None
 
 
 class LLMYesNoPreRanker:

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ragfunnel.bounded import read_json_file
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.scaling.grid import Config
 from ragfunnel.scaling.summary import ConfigSummary
@@ -63,6 +64,7 @@ NORMALIZATIONS = ("none", "dataset")
 SIGMOID_MARGINS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
 FORMAT = "ragfunnel.allocation-fit/2"
 OLD_FORMATS = ("ragfunnel.allocation-fit/1",)  # before normalisation: read as normalize="none"
+MAX_FIT_BYTES = 16 << 20  # a fit is a few coefficients per task: kilobytes
 
 
 @dataclass(frozen=True)
@@ -380,16 +382,17 @@ def save_fit(allocation: AllocationFit, path: str | Path) -> Path:
 
 def load_fit(path: str | Path) -> AllocationFit:
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory; pass the fit file in it that `ragfunnel scale fit` wrote "
+                         "(allocation.json by default)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json_file(path, max_bytes=MAX_FIT_BYTES, what="allocation fit",
+                              fix="write one with `ragfunnel scale fit RUNDIR`")
         if data.get("format") not in (FORMAT, *OLD_FORMATS):
             raise KeyError("format")
         return AllocationFit.from_json(data)
     except FileNotFoundError:
         raise InputError(f"{path} does not exist; write a fit with `ragfunnel scale fit RUNDIR --out {path}`") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory; pass the fit file in it that `ragfunnel scale fit` wrote "
-                         "(allocation.json by default)") from None
     except (ValueError, KeyError, TypeError, AttributeError, ConfigError) as e:
         raise InputError(f"{path} is not an allocation fit ({type(e).__name__}: {e}); "
                          "write one with `ragfunnel scale fit RUNDIR`") from None

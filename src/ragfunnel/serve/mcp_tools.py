@@ -27,6 +27,7 @@ from ragfunnel.documents import LocatedContext, ReadLimits, read_context, resolv
 from ragfunnel.errors import InputError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
+from ragfunnel.serve.mcp_stdio import run_stdio
 from ragfunnel.text import check_context
 from ragfunnel.types import on_stage
 
@@ -163,7 +164,8 @@ def _summary(doc_id: str, located: LocatedContext) -> dict[str, Any]:
 
 
 def serve_stdio(state: ToolState) -> None:
-    build_server(state).run("stdio")
+    """Over this process's stdin and stdout, every message answered, even one the SDK cannot parse."""
+    run_stdio(build_server(state))
 
 
 def serve_http(state: ToolState, *, port: int, token: str | None, allowed_hosts: tuple[str, ...] = ()) -> None:
