@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragfunnel.llm import FakeLLM
 from ragfunnel.metrics import normalize_answer, token_f1
 from ragfunnel.retrieve.bm25 import BM25Index, tokenize
 from ragfunnel.text import chunk_words
@@ -64,3 +65,72 @@ def test_answer_overlap_counts_chinese_characters():
     assert normalize_answer("增长了25.89%。") == "增 长 了 2589"
     assert token_f1("增长25.89%", "2012年，铜仁市的财政总收入增长了25.89%。") == pytest.approx(1 / 3)  # 3 of 3 · 3 of 15
     assert normalize_answer("The Gull Rock ferry!") == "gull rock ferry"  # English as before
+
+
+# Rows in LongBench's layout for its five Chinese datasets, long enough to need several chunks.
+_REPORT = "".join(f"第{i}部分：本市第{i}项工程于{2000 + i}年开工，投资{i * 3}亿元，带动就业{i * 120}人。" for i in range(1, 40))
+_ZH_ROWS = {
+    "multifieldqa_zh": {"input": "第17项工程投资了多少？", "context": _REPORT, "answers": ["51亿元。"]},
+    "dureader": {"input": "第8项工程哪一年开工？", "context": "文章1\n" + _REPORT, "answers": ["2008年"]},
+    "vcsum": {"input": "", "context": "主持人：今天讨论工程进度。\n" + _REPORT, "answers": ["会议讨论了各项工程的进度。"]},
+    "lsht": {"input": "新闻：本市新建体育馆开放。", "context": "新闻：足球联赛开幕。\n类别：体育\n" + _REPORT,
+             "answers": ["体育"], "all_classes": ["体育", "财经"]},
+    "passage_retrieval_zh": {"input": "第二十三项工程的投资。",
+                             "context": "".join(f"段落{i}：{_REPORT[i * 30:i * 30 + 60]}\n" for i in range(1, 30)),
+                             "answers": ["段落23"]},
+}
+
+
+class CharTokens(FakeLLM):
+    """A scripted model that counts tokens as a real tokenizer does on Chinese: about one per character."""
+
+    def _count_tokens(self, text):
+        return len(text)
+
+
+@pytest.mark.parametrize("dataset", sorted(_ZH_ROWS))
+def test_every_chinese_longbench_dataset_runs_on_every_method(tmp_path, dataset, monkeypatch):
+    import json
+
+    import ragfunnel.llm.speed as speed
+    from ragfunnel.eval.datasets import load_dataset
+    from ragfunnel.llm.speed import SpeedProfile
+    from ragfunnel.methods import CONTEXT_METHODS, make_method, options_of
+
+    data = tmp_path / f"{dataset}.jsonl"
+    data.write_text(json.dumps({"_id": f"{dataset}-0", "dataset": dataset, **_ZH_ROWS[dataset]},
+                               ensure_ascii=False) + "\n")
+    (example,) = load_dataset(data).examples
+    assert len(example.context) > 1500  # longer than the budget: every retrieving method must cut it
+    light = CharTokens(lambda prompt, i: "Rationale: 第17项工程投资51亿元。\nAnswer: 51亿元", name="light",
+                       context_window=32_768)
+    strong = CharTokens(lambda prompt, i: "51亿元", name="strong", context_window=32_768)
+    monkeypatch.setitem(speed._measured, "FakeLLM:light", SpeedProfile(400, 40))
+    monkeypatch.setitem(speed._measured, "FakeLLM:strong", SpeedProfile(100, 10))
+    for name in CONTEXT_METHODS:  # before: "the context budget of 1500 tokens is smaller than one chunk"
+        models = {"light": light, "strong": strong} if "light" in options_of(name) else {"strong": strong}
+        prediction = make_method(name, task=example.task, **models).run(example.question, example.context)
+        assert prediction.answer, name
+        if not prediction.method.endswith("lc"):  # auto may pick LC: it reads the whole text
+            assert 1 < len(prediction.chunks_used) and sum(
+                strong.count_tokens(sc.chunk.text) for sc in prediction.chunks_used) <= 1500, name
+
+
+@pytest.mark.model
+def test_ask_over_a_chinese_pdf_cites_its_pages(tmp_path):
+    import json
+
+    from tests.documents_helpers import make_unicode_pdf
+    from tests.test_cli import run
+
+    pages = [_REPORT[:600], "附件：全市森林覆盖率达到19.01%，比上年提高两个百分点。" + _REPORT[600:900], _REPORT[900:]]
+    pdf = make_unicode_pdf(tmp_path / "报告.pdf", pages)
+    r = run("ask", "全市森林覆盖率达到了多少？", "--context", str(pdf), "--method", "op", "--strong", TINY,
+            "--json", "--no-cache")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["citations"] and all(c["file"] == "报告.pdf" and c["page"] for c in out["citations"])
+    assert 2 in {c["page"] for c in out["citations"]}  # the page that holds the answer was read and is cited
+
+
+TINY = "bundled:smollm2-135m"

@@ -7,10 +7,13 @@ import re
 
 from ragfunnel.documents.model import LocatedContext
 from ragfunnel.text.chunking import word_windows
+from ragfunnel.text.scripts import HAN_CHARACTER
 from ragfunnel.types import Citation, Prediction
 
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+[\"'”’)\]]*|\n|$)")
-_TOKEN = re.compile(r"\w+")
+# Sentences end at Western and at full-width (Chinese, Japanese) stops.
+_SENTENCE = re.compile(r"[^.!?。！？\n]+(?:[.!?。！？]+[\"'”’)\]」』]*|\n|$)")
+# A word: one Han character or kana (those scripts leave words unspaced), else a run of other word characters.
+_TOKEN = re.compile(rf"{HAN_CHARACTER}|(?:(?!{HAN_CHARACTER})\w)+")
 _STOP = frozenset("a an and are as at be by did do does for from had has have he her his how in is it its of on "
                   "or she that the their them they this to was were what when where which who whom whose why "
                   "with would you".split())

@@ -12,6 +12,7 @@ from ragfunnel.methods.base import as_prediction, check_question, generate_answe
 from ragfunnel.prompts import answer_tokens, check_task
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ranker
+from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
 
@@ -57,7 +58,7 @@ class FunnelRAG:
         question = check_question(question)
         found = self.retriever.search(question)
         passages = [ScoredChunk(Chunk(id=f"{h.id}#{rank}", text=f"{h.title}\n{h.text}" if h.title else h.text,
-                                      doc_id=h.id, position=rank, n_words=len(h.text.split())), h.score)
+                                      doc_id=h.id, position=rank, n_words=count_words(h.text)), h.score)
                     for rank, h in enumerate(found.results)]
         gen = generate_answer(resolve(self.strong), stage="generate", task=self.task, variant="plain",
                               question=question, chunks=[p.chunk for p in passages], choices=choices,

@@ -16,6 +16,7 @@ from ragfunnel.methods.base import (
 )
 from ragfunnel.prompts import answer_tokens, build_prompt, check_task
 from ragfunnel.text import check_context
+from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class LongContext:
             log.warning("context of %d tokens exceeds %s's window; cut to %d tokens in the middle",
                         original, llm.name, limit)
             detail["truncated_to"] = limit
-        whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=len(text.split()),
+        whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=count_words(text),
                       start=0 if text == context else None)
         prep_seconds = time.perf_counter() - started
         gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
