@@ -127,26 +127,43 @@ def table(run_dirs: list[Path]) -> tuple[str, dict]:
     names = [m for m in METHODS if any(m in by for by in rows.values())]
     common = [c for c in columns if c in rows and all(rows[c].get(m) for m in names)]
     head = f"Avg ({', '.join(SHORT.get(c, c) for c in common)})"
-    lines = [f"| method | {head} | " + " | ".join(SHORT.get(c, c) for c in columns) + " | cold mean s |",
-             "|---" * (len(columns) + 3) + "|"]
+    lines = [f"| method | {head} | " + " | ".join(SHORT.get(c, c) for c in columns) + " | cold mean s | "
+             "evidence read |", "|---" * (len(columns) + 4) + "|"]
     results: dict = {}
     for m in names:
         scores = {c: 100 * statistics.fmean(r.metrics["longbench"] for r in rows[c][m])
                   for c in columns if rows.get(c, {}).get(m)}
         n = {c: len(rows[c][m]) for c in scores}
         seconds = [r.seconds for c in scores for r in rows[c][m] if cold(r)]
+        recall = evidence_recall([r for c in scores for r in rows[c][m]])
         avg = statistics.fmean(scores[c] for c in common) if common else None
         cells = [f"{scores[c]:.2f} (n={n[c]})" if c in scores else "–" for c in columns]
         secs = f"{statistics.fmean(seconds):.1f} (n={len(seconds)})" if seconds else "– (all reused)"
-        lines.append(f"| ragfunnel {m} | {_number(avg)} | " + " | ".join(cells) + f" | {secs} |")
+        lines.append(f"| ragfunnel {m} | {_number(avg)} | " + " | ".join(cells) + f" | {secs} | {_recall(recall)} |")
         results[m] = {"scores": scores, "n": n, "average_over": common, "average": avg,
-                      "cold_seconds_mean": statistics.fmean(seconds) if seconds else None, "cold_rows": len(seconds)}
+                      "cold_seconds_mean": statistics.fmean(seconds) if seconds else None, "cold_rows": len(seconds),
+                      "evidence_recall": recall}
     for label, values in PAPER.items():
         paper = dict(zip(COLUMNS, values, strict=True))
         avg = statistics.fmean(paper[c] for c in common) if common and set(common) <= set(paper) else None
         lines.append(f"| paper {label} | {_number(avg)} | "
-                     + " | ".join(_number(paper.get(c)) for c in columns) + " | |")
+                     + " | ".join(_number(paper.get(c)) for c in columns) + " | | |")
     return "\n".join(lines), results
+
+
+def evidence_recall(rows: list[EvalRow]) -> dict | None:
+    """Of the rows whose document holds a reference answer word for word (``answer_rank`` set: some chunk of
+    the method's ranking holds it), the share whose final context held the best-ranked such chunk.
+    None for a method that ranks no chunks (LC reads everything)."""
+    ranked = [r for r in rows if r.answer_rank is not None and r.ranking]
+    if not ranked:
+        return None
+    read = sum(r.ranking[r.answer_rank - 1] in {c["position"] for c in r.chunks_used} for r in ranked)
+    return {"read": read, "of": len(ranked), "share": read / len(ranked)}
+
+
+def _recall(recall: dict | None) -> str:
+    return "–" if recall is None else f"{recall['read']}/{recall['of']} ({100 * recall['share']:.0f}%)"
 
 
 # The switches measured against today's defaults, and the comparisons the paper's Table 1 makes.

@@ -110,3 +110,13 @@ def test_mcp_add_document_on_a_folder_never_stores_the_outside_file(planted):
     assert sorted(f["name"] for f in payload(folder)["files"]) == ["notes.txt", "sub/inner.md"]
     assert sorted(f["name"] for f in payload(sub)["files"]) == ["inner.md", "up/notes.txt"]  # .. is in the root
     assert "add_document: symlink loop at" in error_text(loop) and "loop.txt" in error_text(loop)
+
+
+def test_ask_and_index_say_a_loop_in_one_line_and_skip_links_out(planted, tmp_path):
+    from tests.test_cli import assert_one_line_error, run
+
+    assert_one_line_error(run("ask", "Q?", "--context", str(planted / "loop.txt")), "symlink loop at")
+    r = run("index", str(planted), "--out", str(tmp_path / "ix"), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["documents"] == 2 and "stolen.txt: it resolves outside" in r.stderr
+    assert "4711" not in "".join(p.read_text(errors="ignore") for p in (tmp_path / "ix").rglob("*") if p.is_file())
