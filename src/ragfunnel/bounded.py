@@ -23,8 +23,10 @@ from ragfunnel.errors import InputError
 
 MAX_JSON_DEPTH = 64  # nothing ragfunnel reads or accepts nests deeper than a handful of levels
 DAMAGED = "it is damaged or not a file ragfunnel wrote: remove it"
-# A JSON string, escapes included (any byte may follow a backslash, so a stray one cannot end it early).
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+# A JSON string, escapes included (any byte may follow a backslash, so a stray one cannot end it early). One
+# that never closes runs to the end: a match that can fail would be retried from every quote inside it, and
+# a body of unclosed escaped quotes would take quadratic time.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
 _STEP = np.full(256, -1, dtype=np.int8)  # what each bracket does to the depth: +1 opening, -1 closing
 _STEP[list(b"[{")] = 1

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -193,6 +194,17 @@ def document_options(command: Callable) -> Callable:
                      help="Refuse a DOCX or EPUB that expands to more than this (zip bombs)."),
         click.option("--max-zip-ratio", type=click.FloatRange(min=1), default=defaults.max_zip_ratio,
                      show_default=True, help="Refuse a DOCX or EPUB part that expands more than this many times."),
+        click.option("--max-pdf-stream-mb", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.max_pdf_stream_mb, show_default=True,
+                     help="Refuse a PDF with a compressed stream that expands to more than this (decompression "
+                          "bombs; the PDF reader holds a stream whole, twice over)."),
+        click.option("--max-inflated-mb", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.max_inflated_mb, show_default=True,
+                     help="Refuse a PDF whose compressed streams expand to more than this in all."),
+        click.option("--max-pdf-pages", type=click.IntRange(min=1), default=defaults.max_pdf_pages,
+                     show_default=True, help="Refuse a PDF whose page tree lists more pages than this."),
+        click.option("--max-pdf-text-chars", type=click.IntRange(min=1), default=defaults.max_pdf_text_chars,
+                     show_default=True, help="Stop reading a PDF, and refuse it, past this many characters of text."),
     ]):
         command = option(command)
     return command
@@ -200,8 +212,7 @@ def document_options(command: Callable) -> Callable:
 
 def read_limits(given: dict[str, Any]) -> ReadLimits:
     """The :class:`ReadLimits` of ``document_options``, taken out of ``given``."""
-    return ReadLimits(max_document_mb=given.pop("max_document_mb"), max_unzipped_mb=given.pop("max_unzipped_mb"),
-                      max_zip_ratio=given.pop("max_zip_ratio"))
+    return ReadLimits(**{field.name: given.pop(field.name) for field in fields(ReadLimits)})
 
 
 def known_task(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

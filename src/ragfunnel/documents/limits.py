@@ -1,12 +1,13 @@
-"""Size limits for the files a reader opens: a whole file, and the parts of a zip container (DOCX, EPUB)."""
+"""Size limits for the files a reader opens: a whole file, the parts of a zip container (DOCX, EPUB), and what a
+PDF's compressed streams, page tree and text may grow to (checked by :mod:`ragfunnel.documents.pdf` as it reads)."""
 
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ragfunnel.errors import InputError
+from ragfunnel.errors import ConfigError, InputError
 
 MB = 1024 * 1024
 
@@ -14,11 +15,24 @@ MB = 1024 * 1024
 @dataclass(frozen=True)
 class ReadLimits:
     """``max_document_mb``: the largest file read (a reader holds a file's text in memory);
-    ``max_unzipped_mb`` and ``max_zip_ratio``: what a DOCX or EPUB may expand to, in all and per part."""
+    ``max_unzipped_mb`` and ``max_zip_ratio``: what a DOCX or EPUB may expand to, in all and per part;
+    ``max_pdf_stream_mb`` and ``max_inflated_mb``: what one compressed stream of a PDF, and all of them, may
+    expand to (pdfium holds a stream it decodes whole, and twice over while it grows);
+    ``max_pdf_pages``: the pages a PDF's page tree may list (one page listed 900,000 times is a small file);
+    ``max_pdf_text_chars``: the text read from one PDF."""
 
     max_document_mb: float = 200.0
     max_unzipped_mb: float = 500.0
     max_zip_ratio: float = 200.0
+    max_pdf_stream_mb: float = 64.0
+    max_inflated_mb: float = 256.0
+    max_pdf_pages: int = 10_000
+    max_pdf_text_chars: int = 50_000_000
+
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            if not getattr(self, field.name) > 0:
+                raise ConfigError(f"{field.name} is {getattr(self, field.name)!r}; it must be a number above 0")
 
 
 def check_file_size(path: Path, limits: ReadLimits) -> None:

@@ -34,6 +34,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ragfunnel.documents import LocatedContext
 from ragfunnel.errors import RagfunnelError
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, method_kind
 from ragfunnel.prompts import check_task
@@ -60,7 +61,7 @@ from ragfunnel.serve.openai_compat import (
     model_ids,
 )
 from ragfunnel.serve.options import client_options, describe_errors
-from ragfunnel.serve.request_bodies import UPLOAD_SCHEMA, AnswerIn, DocumentIn, SearchIn, json_body, read_upload
+from ragfunnel.serve.request_bodies import UPLOAD_SCHEMA, AnswerIn, DocumentIn, SearchIn, json_body, receive_upload
 from ragfunnel.serve.settings import API, Settings
 from ragfunnel.serve.wire import BrowserSafeJSON, error_response, status_of
 
@@ -162,16 +163,31 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         job = state["jobs"].submit(work, label=f"search {body.index}")
         return await outcome(state["jobs"], job, request, deadline=settings.deadline)
 
-    @app.post(f"{API}/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA)
-    async def add_document(request: Request) -> dict[str, Any]:
+    async def read_upload(request: Request) -> tuple[str, str, str, LocatedContext] | Response:
+        """A multipart upload's files read as one document: (text, name, task, located). A job of the queue
+        reads them, as answers are made, so a full queue is 429 and not an unbounded pile of readers."""
+        upload = await receive_upload(request, max_bytes=settings.max_body_bytes)
+        check_task(upload.task)
+        job = state["jobs"].submit(lambda job: upload.read(settings.upload_limits()),
+                                   label=f"read {len(upload.files)} uploaded files")
+        located = await outcome(state["jobs"], job, request, deadline=settings.deadline)
+        if isinstance(located, Response):  # the client went away, or a bug was answered
+            return located
+        return located.text, upload.name or ", ".join(d.name for d in located.documents), upload.task, located
+
+    @app.post(f"{API}/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA, response_model=None)
+    async def add_document(request: Request) -> Any:
         """Store a document: JSON ``{text, name, task}``, or a multipart upload of files (``file`` fields:
         PDF, DOCX, EPUB, HTML, Markdown, text) read as one document with their pages and chapters."""
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            text, name, task, located = await read_upload(request, max_bytes=settings.max_body_bytes)
+            read = await read_upload(request)
+            if isinstance(read, Response):
+                return read
+            text, name, task, located = read
         else:
             body = json_body(DocumentIn, await request.body())
             text, name, task, located = body.text, body.name, body.task, None
-        check_task(task)
+            check_task(task)
         doc, new = state["documents"].add(text, name, located)
         if new and settings.prefill:
             doc.prefill.update({"light": "queued", "strong": "queued"})

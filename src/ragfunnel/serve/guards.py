@@ -7,7 +7,9 @@
   another origin, is refused with 403 unless the operator allowed that origin (``--cors-origin``).
 - **Token**: with a token set, every ``/v1`` request must carry it (401).
 - **Body**: a body over the limit is refused with 413, whether it declares its length or arrives in chunks;
-  it is read whole before the app sees it, so the app never meets a body cut short.
+  it is read whole before the app sees it, so the app never meets a body cut short. A body that is not a
+  multipart upload is JSON to every route, and one nested deeper than :data:`~ragfunnel.bounded.MAX_JSON_DEPTH`
+  is refused with 400 before any parser recurses into it (Python's raises RecursionError on a few thousand).
 - **Headers**: a CSP that lets a page run only the inspector's own files, no framing, nosniff, no referrer.
 
 Requests are logged with their timings, never their content.
@@ -22,6 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from ragfunnel.bounded import MAX_JSON_DEPTH, json_depth_exceeds
 from ragfunnel.serve.openai_compat import CHAT_PATH, error_body
 
 log = logging.getLogger("ragfunnel.serve")
@@ -80,6 +83,8 @@ class Guard:
             refusal = self._refusal(scope)
             if refusal is None:
                 body, refusal = await self._read_body(receive)
+            if refusal is None:
+                refusal = _nesting_refusal(scope, body)
             if refusal is not None:
                 return await _reply(send_with_headers, scope["path"], *refusal)
             await self.app(scope, _replay(body, receive), send_with_headers)
@@ -122,6 +127,20 @@ class Guard:
 
     def _too_large(self) -> tuple[int, str, dict[str, str]]:
         return 413, f"the request body is over the limit of {self.body_limit:,} bytes", {}
+
+
+def _nesting_refusal(scope: dict, body: bytes) -> tuple[int, str, dict[str, str]] | None:
+    """400 for a JSON body nested past MAX_JSON_DEPTH; a multipart upload holds files, which are not JSON."""
+    content_type = dict(scope.get("headers") or []).get(b"content-type", b"")
+    if content_type.lower().startswith(b"multipart/"):
+        return None
+    try:
+        if not json_depth_exceeds(body, MAX_JSON_DEPTH):
+            return None
+    except UnicodeDecodeError:  # not text in any encoding JSON allows: the route says so in its own words
+        return None
+    return 400, (f"the request body nests too deeply (over {MAX_JSON_DEPTH} levels of brackets); send JSON "
+                 f"nested at most {MAX_JSON_DEPTH} deep"), {}
 
 
 def _authorized(headers: dict[str, str], token: str) -> bool:

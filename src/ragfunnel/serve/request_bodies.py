@@ -1,24 +1,26 @@
 """What a client may send the service: the JSON bodies (``DocumentIn``, ``AnswerIn``, ``SearchIn``), a body
-read by hand with FastAPI's own error shapes (:func:`json_body`), and a multipart upload of files read as one
-document (:func:`read_upload`).
+read by hand with FastAPI's own error shapes (:func:`json_body`), and a multipart upload of files
+(:func:`receive_upload`) read as one document by a job of the queue (:meth:`Upload.read`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from ragfunnel.documents import LocatedContext, ReadLimits, read_context
-from ragfunnel.documents.limits import MB
+from ragfunnel.bounded import TooDeep, loads
+from ragfunnel.documents import LocatedContext, ReadLimits, SourceDocument, read_document
+from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
 from ragfunnel.errors import InputError, RagfunnelError
 from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
 
@@ -84,7 +86,10 @@ class SearchIn(BaseModel):
 def json_body(model: type[BaseModel], raw: bytes) -> Any:
     """``raw`` parsed and validated as FastAPI does for a declared body, with the same error shapes."""
     try:
-        data = json.loads(raw)
+        data = loads(raw)
+    except TooDeep as e:
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
+                                       "input": {}, "ctx": {"error": f"JSON {e}"}}]) from None
     except json.JSONDecodeError as e:
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body", e.pos), "msg": "JSON decode error",
                                        "input": {}, "ctx": {"error": e.msg}}]) from None
@@ -107,31 +112,78 @@ UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {
         "name": {"type": "string", "maxLength": 1000}, "task": {"type": "string", "maxLength": 100}}}}}}}
 
 
-async def read_upload(request: Request, *, max_bytes: int) -> tuple[str, str, str, LocatedContext]:
-    """The files of a multipart upload read as one document: (text, name, task, located). Each file is
-    written under a fresh temporary folder by its base name only, so a client never names a server path;
-    neither a part nor a file may exceed ``max_bytes`` (the server's body limit)."""
+@dataclass(frozen=True)
+class UploadedFile:
+    name: str  # the client's name for it, cleaned: the document's displayed name
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A multipart upload, received: its files, and the ``name`` and ``task`` fields."""
+
+    files: tuple[UploadedFile, ...]
+    name: str
+    task: str
+
+    def read(self, limits: ReadLimits) -> LocatedContext:
+        """The files read as one document. Each is written under a fresh temporary folder by a name made here
+        (the client's name only lends it a known suffix, which the readers go by), so a client never names a
+        server path; the client's name is the one shown and the one errors give."""
+        with tempfile.TemporaryDirectory(prefix="ragfunnel-upload-") as folder:
+            documents = [_read_uploaded(file, Path(folder) / f"upload-{i + 1}{_suffix(file.name)}", limits)
+                         for i, file in enumerate(self.files)]
+        return LocatedContext.join(documents)
+
+
+async def receive_upload(request: Request, *, max_bytes: int) -> Upload:
+    """The files and fields of a multipart upload; neither a part nor a file may exceed ``max_bytes`` (the
+    server's body limit). Reading them is a job for the queue (:meth:`Upload.read`)."""
     # Too many files or fields, or a malformed body: Starlette answers 400 with the reason.
     form = await request.form(max_files=UPLOAD_FILES, max_fields=10, max_part_size=max_bytes)
     uploads = [v for k, v in form.multi_items() if k == UPLOAD_FIELD and isinstance(v, StarletteUpload)]
     if not uploads:
         raise InputError(f"the upload holds no files; send each as a multipart field named {UPLOAD_FIELD!r}")
-    name, task = str(form.get("name") or ""), str(form.get("task") or "qa")
-    limits = ReadLimits(max_document_mb=max_bytes / MB)
-    with tempfile.TemporaryDirectory(prefix="ragfunnel-upload-") as folder:
-        paths = []
-        for i, upload in enumerate(uploads):
-            base = Path(upload.filename or "").name.strip() or f"upload-{i + 1}"
-            path = Path(folder) / f"{i:02d}" / base
-            path.parent.mkdir()
-            path.write_bytes(await upload.read())
-            paths.append(path)
-        try:
-            located = await run_in_threadpool(read_context, paths, limits)
-        except RagfunnelError:
-            raise
-        except Exception as e:  # a reader library tripped on hostile bytes: the client's file, not a server fault
-            log.warning("an upload could not be read: %s: %s", type(e).__name__, e)
-            raise InputError(f"the uploaded files could not be read ({type(e).__name__}); check that each is a "
-                             "valid PDF, DOCX, EPUB, HTML, Markdown or text file") from None
-    return located.text, name or ", ".join(d.name for d in located.documents), task, located
+    files = tuple([UploadedFile(shown_name(upload.filename, f"upload-{i + 1}"), await upload.read())
+                   for i, upload in enumerate(uploads)])
+    return Upload(files, _clean(str(form.get("name") or "")), str(form.get("task") or "qa"))
+
+
+MAX_NAME_CHARS = 255
+_PATH_SEPARATORS = re.compile(r"[/\\]")
+
+
+def shown_name(filename: str | None, fallback: str) -> str:
+    """A client's file name as the document shows it: its last path part (``/`` or ``\\``), with lone
+    surrogates replaced and control and format characters dropped, at most 255 characters (its suffix kept);
+    ``fallback`` for a name left empty, ``.`` or ``..``."""
+    last = _PATH_SEPARATORS.split(replace_lone_surrogates(filename or "")[0])[-1]
+    name = "".join(c for c in last if c.isprintable()).strip()
+    if name in ("", ".", ".."):
+        return fallback
+    if len(name) > MAX_NAME_CHARS:
+        suffix = _suffix(name)
+        name = name[:MAX_NAME_CHARS - len(suffix)] + suffix
+    return name
+
+
+def _suffix(name: str) -> str:
+    """The name's suffix if a reader knows it (``.pdf``, ``.md`` ...), else none: the reader then goes by the
+    file's first bytes alone."""
+    suffix = Path(name).suffix.lower()
+    return suffix if suffix in SUPPORTED_SUFFIXES else ""
+
+
+def _read_uploaded(file: UploadedFile, path: Path, limits: ReadLimits) -> SourceDocument:
+    path.write_bytes(file.data)
+    try:
+        document = read_document(path, limits)
+    except InputError as e:  # the reader named the file by the name made for it; the client knows its own
+        raise InputError(str(e).replace(str(path), file.name).replace(path.name, file.name)) from None
+    except RagfunnelError:
+        raise
+    except Exception as e:  # a reader library tripped on hostile bytes: the client's file, not a server fault
+        log.warning("an upload could not be read: %s: %s", type(e).__name__, e)
+        raise InputError(f"{file.name} could not be read ({type(e).__name__}); check that it is a valid PDF, "
+                         "DOCX, EPUB, HTML, Markdown or text file") from None
+    return replace(document, name=file.name)

@@ -5,8 +5,10 @@ Every module of the service reads these; none of them is a client's to set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ragfunnel.documents import ReadLimits
+from ragfunnel.documents.limits import MB
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 
@@ -30,6 +32,12 @@ class Settings:
     indexes: dict[str, str] = field(default_factory=dict)  # name -> directory, for search and corpus methods
     pre_ranker: str = DEFAULT_PRE_RANKER
     post_ranker: str = DEFAULT_LIGHT
+    read_limits: ReadLimits = field(default_factory=ReadLimits)  # for uploaded files
+
+    def upload_limits(self) -> ReadLimits:
+        """The limits an uploaded file is read within: no file larger than a request body may be."""
+        return replace(self.read_limits, max_document_mb=min(self.read_limits.max_document_mb,
+                                                              self.max_body_bytes / MB))
 
     def operator_options(self) -> dict[str, str]:
         """The options only the operator sets, as this server sets them."""
