@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ragfunnel.errors import BackendUnavailable, ConfigError
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 THREADS_VARIABLE = "RAGFUNNEL_THREADS"
+# Seconds between two looks at ``cancel_check`` while a backend waits (a server's answer, a retry's backoff).
+CANCEL_POLL_SECONDS = 0.1
 
 
 def cpu_threads() -> int:
@@ -40,6 +43,10 @@ class LLM(Protocol):
     """What every method needs from a language model."""
 
     name: str
+    # Called between the steps of a call (prompt slices, decode steps, waits on a server); it raises to end
+    # the call (the server points it at the running job). None: nothing ends a call early. A backend that
+    # cannot stop inside a call still looks at it before each attempt (BaseLLM does).
+    cancel_check: Callable[[], None] | None
 
     @property
     def context_window(self) -> int: ...
@@ -89,6 +96,7 @@ class BaseLLM:
         # Answers identical calls from disk; the registry sets it on the models it creates.
         self.call_cache: CallCache | None = None
         self._call = threading.local()  # when the current thread's call must end (methods call from threads)
+        self.cancel_check: Callable[[], None] | None = None
 
     @property
     def context_window(self) -> int:
@@ -155,6 +163,7 @@ class BaseLLM:
         self._restart_deadline()
         try:
             for attempt in range(self.max_retries + 1):
+                self._stop_if_cancelled()
                 try:
                     return self._complete(prompt, params, n)
                 except TransientError as e:
@@ -166,10 +175,22 @@ class BaseLLM:
                             "check that the server is up and not overloaded"
                         ) from None
                     log.warning("%s: %s; retrying in %.1fs", self.name, e, delay)
-                    time.sleep(delay)
+                    self._pause(delay)
             raise AssertionError("unreachable")
         finally:
             self._call.ends = None
+
+    def _stop_if_cancelled(self) -> None:
+        """Raise what :attr:`cancel_check` raises; backends call it between the steps of a call."""
+        if self.cancel_check is not None:
+            self.cancel_check()
+
+    def _pause(self, seconds: float) -> None:
+        """Sleep ``seconds``, ended early by a cancellation (a backoff must not outlast the caller's interest)."""
+        ends = time.monotonic() + seconds
+        while (left := ends - time.monotonic()) > 0:
+            self._stop_if_cancelled()
+            time.sleep(min(left, CANCEL_POLL_SECONDS))
 
     def _restart_deadline(self) -> None:
         """Start the clock of :attr:`deadline`; a backend that needs several requests for one call

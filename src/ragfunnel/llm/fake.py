@@ -13,7 +13,7 @@ class FakeLLM(BaseLLM):
 
     ``reply(prompt, sample_index) -> str``. Every call is recorded in ``calls`` as
     ``(prompt, n)`` so tests can check what a method sent, and its grammar (or None) in
-    ``grammars``, one entry per call.
+    ``grammars``, one entry per call. Like a real backend it looks at ``cancel_check`` between samples.
     """
 
     def __init__(self, reply: Callable[[str, int], str], *, name: str = "fake", context_window: int = 4096):
@@ -33,6 +33,7 @@ class FakeLLM(BaseLLM):
         self.grammars.append(params.grammar)
         outs = []
         for i in range(n):
+            self._stop_if_cancelled()
             text = self._reply(prompt, i)
             outs.append(Completion(text, self.count_tokens(prompt), len(text.split()), 0.0))
         return outs

@@ -8,6 +8,9 @@ The backend is one ``generate`` over llama.cpp; what makes repeated questions ch
   (:mod:`ragfunnel.llm.llamacpp_state`).
 - A prompt that starts where the last one did reuses the common prefix.
 - Prompts are counted from the vocabulary alone until a call needs the weights (:mod:`ragfunnel.llm.gguf`).
+
+A call looks at ``cancel_check`` between slices of the prompt it reads and between the tokens it
+writes, so a cancelled call ends within a second or so and leaves the context holding what it read.
 """
 
 from __future__ import annotations
@@ -213,7 +216,7 @@ class LlamaCppLLM(BaseLLM):
         started = time.perf_counter()
         with self._lock:
             tokens = self.prefix_tokens(prefix)
-            source = self._kept().restore(self._llama, tokens, n_ctx=self._n_ctx)
+            source = self._kept().restore(self._llama, tokens, n_ctx=self._n_ctx, check=self._stop_if_cancelled)
         return {"prefix_from": source, "prefix_tokens": len(tokens),
                 "prefix_seconds": round(time.perf_counter() - started, 3)}
 
@@ -253,7 +256,7 @@ class LlamaCppLLM(BaseLLM):
                 outs = []
                 for first in range(0, n, MAX_PARALLEL):
                     outs += sample_together(self._llama, tokens, params, min(MAX_PARALLEL, n - first), first=first,
-                                            name=self.name)
+                                            name=self.name, check=self._stop_if_cancelled)
             else:
                 outs = [self._sample_one(tokens, params, i) for i in range(n)]
         # The document's read (or restore) is part of the first sample's time, like any prompt read.
@@ -261,6 +264,9 @@ class LlamaCppLLM(BaseLLM):
 
     def _sample_one(self, tokens: list[int], params: SamplingParams, index: int) -> Completion:
         started = time.perf_counter()
+        # Read the prompt here, in slices a cancellation can end between: the completion then finds it
+        # held with fresh logits and starts writing at once (create_completion would read it in one go).
+        read_tokens(self._llama, tokens, check=self._stop_if_cancelled)
         options = dict(
             prompt=tokens,
             max_tokens=params.max_tokens,
@@ -271,6 +277,7 @@ class LlamaCppLLM(BaseLLM):
             stop=list(params.stop) or None,
             seed=params.seed + index,  # distinct samples; the same seed would repeat the draw
             grammar=self._grammar(params.grammar),
+            stopping_criteria=self._cancellable_writing(),
         )
         if self.on_text is None:
             r = self._llama.create_completion(**options)
@@ -294,6 +301,17 @@ class LlamaCppLLM(BaseLLM):
         return Completion(text=text, prompt_tokens=len(tokens), completion_tokens=n_out,
                           seconds=time.perf_counter() - started, finish_reason=finish, logprobs=logprobs)
 
+    def _cancellable_writing(self) -> Any:
+        """llama-cpp-python's hook called after each written token, used to let :attr:`cancel_check` end the
+        completion there (it never stops one itself). The context is then left holding what was read."""
+        from llama_cpp import StoppingCriteriaList
+
+        def after_each_token(input_ids: Any, logits: Any) -> bool:
+            self._stop_if_cancelled()
+            return False
+
+        return StoppingCriteriaList([after_each_token])
+
     def yes_probability(self, prompt: str, answer: str, check: str) -> float | None:
         """P("Yes") against P("No") as the first word of the model's reply to ``check``, asked after it
         answered ``prompt`` with ``answer`` (one turn of conversation further). The model usually still
@@ -313,7 +331,7 @@ class LlamaCppLLM(BaseLLM):
         if len(tokens) + 1 > self._n_ctx:
             return None
         with self._lock:
-            read_tokens(self._llama, tokens)
+            read_tokens(self._llama, tokens, check=self._stop_if_cancelled)
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, -1),
                                            shape=(self._llama._n_vocab,)).astype(np.float64)
             self._llama._requires_eval = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ragfunnel.errors import ModelError
@@ -38,18 +39,20 @@ def _sampler(params: SamplingParams, seed: int) -> Any:
 
 
 def sample_together(llama: Any, tokens: list[int], params: SamplingParams, n: int, *, first: int,
-                    name: str) -> list[Completion]:
+                    name: str, check: Callable[[], None]) -> list[Completion]:
     """``n`` samples of one prompt decoded as one batch of sequences sharing the prompt's KV cells.
 
     Sample ``i`` uses seed ``params.seed + first + i``. The extra sequences are dropped at the end,
-    so the context again holds the prompt alone. ``name`` names the model in errors.
+    so the context again holds the prompt alone. ``name`` names the model in errors. ``check`` is
+    called between prompt slices and before each decode step; what it raises ends the call, and the
+    context is left holding the prompt (or the part of it read so far), as at a normal end.
     """
     import llama_cpp
 
     ctx, vocab = llama._ctx.ctx, llama._model.vocab
     memory = llama_cpp.llama_get_memory(ctx)
     started = time.perf_counter()
-    read_tokens(llama, tokens)
+    read_tokens(llama, tokens, check=check)
     read_seconds = time.perf_counter() - started
     n_prompt = len(tokens)
     for seq in range(1, n):
@@ -80,6 +83,7 @@ def sample_together(llama: Any, tokens: list[int], params: SamplingParams, n: in
             live = stepping
             if not live:
                 break
+            check()
             batch.n_tokens = len(live)
             for row, seq in enumerate(live):
                 batch.token[row] = out[seq][-1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError
-from ragfunnel.llm.base import BaseLLM, TransientError
+from ragfunnel.llm.base import CANCEL_POLL_SECONDS, BaseLLM, TransientError
 from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class OpenAICompatibleLLM(BaseLLM):
     time or answers HTTP 5xx sits out ``cool_off`` seconds and the request moves on to the next server at once, within
     the same attempt and deadline. A server sitting out is tried only after all the others, and
     rejoins the turn when its cool-off ends: the next request sent to it is the health check.
+
+    While ``cancel_check`` is set, a completion request is waited for in steps of a tenth of a second
+    and closed when the check raises, so the server sees the client go and stops generating.
     """
 
     cool_off: float = 30.0  # seconds a failing server (one of several) sits out
@@ -162,10 +166,12 @@ class OpenAICompatibleLLM(BaseLLM):
             self._window = self._window_from_server() or _DEFAULT_WINDOW
         return self._window
 
-    def _post(self, path: str, payload: dict[str, Any], *, root: bool = False) -> dict[str, Any]:
-        """POST JSON to the next server in turn; network errors and retryable statuses become TransientError."""
+    def _post(self, path: str, payload: dict[str, Any], *, root: bool = False,
+              cancellable: bool = False) -> dict[str, Any]:
+        """POST JSON to the next server in turn; network errors and retryable statuses become TransientError.
+        ``cancellable``: a request that may run long (a completion), closed when :attr:`cancel_check` raises."""
         self.warm_up()  # first: without httpx it raises MissingExtra
-        url, r = self._send("POST", path, root=root, json=payload)
+        url, r = self._send("POST", path, root=root, cancellable=cancellable, json=payload)
         if r.status_code in _RETRY_STATUS:
             raise TransientError(f"{url} answered HTTP {r.status_code}")
         if r.status_code >= 400:
@@ -183,7 +189,8 @@ class OpenAICompatibleLLM(BaseLLM):
             raise TransientError(f"{url} answered with something other than a JSON object")
         return reply
 
-    def _send(self, method: str, path: str, *, root: bool = False, **request: Any) -> tuple[str, Any]:
+    def _send(self, method: str, path: str, *, root: bool = False, cancellable: bool = False,
+              **request: Any) -> tuple[str, Any]:
         """Send one request to the servers in turn until one is not down; return its URL and response.
 
         A server down (no connection, HTTP 5xx) is passed over for the next; when all are, the
@@ -197,7 +204,7 @@ class OpenAICompatibleLLM(BaseLLM):
             url = (_root(base) if root else base) + path
             timeouts = self._timeouts()
             try:
-                r = self._client.request(method, url, timeout=timeouts, **request)
+                r = self._request(method, url, timeouts, cancellable=cancellable, **request)
             except (httpx.ConnectError, httpx.ConnectTimeout) as e:
                 errors.append(f"cannot connect to {url}: {e}")
             except httpx.TimeoutException:
@@ -216,6 +223,33 @@ class OpenAICompatibleLLM(BaseLLM):
             if self._mark_down(base):
                 log.warning("%s; sending requests to the other servers for %gs", errors[-1], self.cool_off)
         raise TransientError("; ".join(errors))
+
+    def _request(self, method: str, url: str, timeouts: Any, *, cancellable: bool, **request: Any) -> Any:
+        """One HTTP request, on the pooled client unless it is cancellable and a cancel check is set.
+
+        A blocking request cannot be interrupted from outside, and abandoning it would leave the server
+        generating; a request sent on an event loop can be cancelled, which closes its connection. It
+        gets a loop and a connection of its own (a set-up small beside a completion), and runs only
+        under a cancel check, whose caller (the server's worker thread) runs no event loop of its own.
+        """
+        if not cancellable or self.cancel_check is None:
+            return self._client.request(method, url, timeout=timeouts, **request)
+        return asyncio.run(self._request_until_cancelled(method, url, timeouts, request))
+
+    async def _request_until_cancelled(self, method: str, url: str, timeouts: Any, request: dict[str, Any]) -> Any:
+        import httpx
+
+        async with httpx.AsyncClient(headers=self._client.headers) as client:
+            sending = asyncio.ensure_future(client.request(method, url, timeout=timeouts, **request))
+            try:
+                while not sending.done():
+                    await asyncio.wait({sending}, timeout=CANCEL_POLL_SECONDS)
+                    if not sending.done():
+                        self._stop_if_cancelled()
+                return sending.result()
+            finally:
+                sending.cancel()  # closes the connection of a request still waiting for its answer
+                await asyncio.gather(sending, return_exceptions=True)
 
     def _in_turn(self) -> list[str]:
         """Every server, in the order this request tries them: from the next in turn, those sitting out
@@ -247,7 +281,8 @@ class OpenAICompatibleLLM(BaseLLM):
             started = time.perf_counter()
             body = self._request_body(prompt, params, want, seed=params.seed + len(completions))
             try:
-                reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body)
+                reply = self._post("/chat/completions" if self.mode == "chat" else "/completions", body,
+                                   cancellable=True)
             except ModelError as e:
                 if not _REFUSED.search(str(e)) or not ("grammar" in body or "logprobs" in body):
                     raise
@@ -295,7 +330,7 @@ class OpenAICompatibleLLM(BaseLLM):
                 "messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": answer},
                              {"role": "user", "content": check}]}
         try:
-            reply = self._post("/chat/completions", body)
+            reply = self._post("/chat/completions", body, cancellable=True)
         except (ModelError, TransientError) as e:
             log.warning("%s could not judge its answer (%s); confidence goes without that signal", self.name, e)
             return None

@@ -4,7 +4,8 @@ In-process models answer one prompt at a time anyway, so every job runs on one w
 order it arrived; a request that finds ``capacity`` jobs already waiting is refused at once (the API
 answers 429 with ``Retry-After``) rather than queued without bound. A job can be cancelled — its
 deadline passed, its client went away, the server is stopping — while it waits, or while a model is
-writing: the models' token callback checks the job's flag and stops the generation at the next token.
+working: every model's ``cancel_check`` is pointed at the running job, and the models look at it between
+prompt slices, decode steps and waits on a server, so the worker is free again within a second or two.
 A cancelled job that is still waiting no longer counts against ``capacity``. Closing the queue (server
 shutdown) answers every job at once, waiting and running alike, without waiting for a generation to stop.
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragfunnel.errors import RagfunnelError
+from ragfunnel.llm.base import LLM
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +53,8 @@ class Job:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def cancel(self, why: str) -> None:
-        """Stop the job: a running one at its next token, a waiting one at once. A waiting job lets go of its
-        work (and the request text it holds) now, not when the worker reaches it."""
+        """Stop the job: a running one at its models' next check, a waiting one at once. A waiting job lets go
+        of its work (and the request text it holds) now, not when the worker reaches it."""
         if not self.cancelled.is_set():
             log.info("cancelling %s: %s", self.label, why)
         self.cancelled.set()
@@ -90,12 +92,13 @@ def _cancelled(job: Job) -> None:
 
 
 class JobQueue:
-    """Runs jobs one at a time on a worker thread; ``models`` are the LLM objects whose token callbacks
-    are pointed at the running job (for streaming and cancellation)."""
+    """Runs jobs one at a time on a worker thread; ``models`` are the LLM objects whose ``cancel_check``
+    (and token callback, for those that write text as it comes) are pointed at the running job."""
 
-    def __init__(self, models: Iterable[Any], *, capacity: int = 8, streaming: Any = None):
+    def __init__(self, models: Iterable[LLM], *, capacity: int = 8, streaming: LLM | None = None):
         self.capacity = capacity
-        self._models = [m for m in models if hasattr(m, "on_text")]
+        self._models = list(models)
+        self._writers = [m for m in self._models if hasattr(m, "on_text")]  # backends that stream text
         self._streaming = streaming  # the model whose text is the answer (the strong one)
         self._waiting: queue.Queue[Job | None] = queue.Queue()
         self._live: list[Job] = []  # waiting + running
@@ -169,12 +172,14 @@ class JobQueue:
 
     def _point_models_at(self, job: Job | None) -> None:
         for model in self._models:
+            model.cancel_check = None if job is None else job.check
+        for model in self._writers:
             model.on_text = None if job is None else self._token_sink(job, stream=model is self._streaming)
 
     @staticmethod
     def _token_sink(job: Job, *, stream: bool) -> Callable[[str], None]:
         def sink(text: str) -> None:
-            job.check()  # stops a generation nobody waits for, at its next token
+            job.check()  # text nobody waits for is not sent, and a writer that never checks is stopped here
             if stream and job.on_text is not None:
                 job.on_text(text)
 
