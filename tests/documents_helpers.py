@@ -23,7 +23,7 @@ def make_pdf(path: Path, pages: list[str], *, roman_first: int = 0) -> Path:
                        f"/Resources << /Font << /F1 {font} 0 R >> >> >>".encode())
         objects.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
-    return _write_pdf(path, objects)
+    return write_pdf(path, objects)
 
 
 def make_unicode_pdf(path: Path, pages: list[str], *, line_chars: int = 40) -> Path:
@@ -59,10 +59,10 @@ def make_unicode_pdf(path: Path, pages: list[str], *, line_chars: int = 40) -> P
             "/CMapType 2 def 1 begincodespacerange <0000> <FFFF> endcodespacerange\n" + "\n".join(blocks)
             + "\nendcmap CMapName currentdict /CMap defineresource pop end end").encode()
     objects.append(b"<< /Length %d >>\nstream\n" % len(cmap) + cmap + b"\nendstream")
-    return _write_pdf(path, objects)
+    return write_pdf(path, objects)
 
 
-def _write_pdf(path: Path, objects: list[bytes]) -> Path:
+def write_pdf(path: Path, objects: list[bytes]) -> Path:
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []

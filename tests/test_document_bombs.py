@@ -1,16 +1,19 @@
 """PDFs built to exhaust their reader, each written by hand here: compressed streams that expand a
 thousandfold (alone, together, behind any chain of filters), a page tree that lists one page over and over,
-one that lists itself, text past its limit. Each is refused while it is read, in one line naming the limit
-and the flag that raises it, without the memory the bomb asks for (measured in a subprocess).
+one that lists itself, text past its limit, pages that draw millions of characters from a few kilobytes, a
+reader that runs past its time. Each is refused while it is read, in one line naming the limit and the flag
+that raises it, without the memory the bomb asks for (measured in a subprocess). And encrypted PDFs that open
+without a password are read.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import io
+import hashlib
 import json
 import logging
+import struct
 import subprocess
 import sys
 import time
@@ -21,28 +24,13 @@ import pytest
 
 from ragfunnel.documents import ReadLimits, read_context, read_document
 from ragfunnel.errors import ConfigError, InputError
-from tests.documents_helpers import make_pdf
+from tests.documents_helpers import make_pdf, write_pdf
 from tests.test_hostile_cli import invoke, one_line
 
 pytest.importorskip("pypdfium2", reason="needs the [documents] extra")
 
 TEXT_OPS = b"BT /F1 12 Tf 72 720 Td (Gull Rock timetable) Tj ET\n"
 MIB = 1024 * 1024
-
-
-def pdf_bytes(objects: list[bytes]) -> bytes:
-    """A PDF of ``objects`` (object 1 is the catalog), with a correct cross-reference table."""
-    out = io.BytesIO()
-    out.write(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(out.tell())
-        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
-    xref = out.tell()
-    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
-    out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
-    return out.getvalue()
 
 
 def stream(data: bytes, dictionary: bytes = b"") -> bytes:
@@ -52,14 +40,13 @@ def stream(data: bytes, dictionary: bytes = b"") -> bytes:
 def one_page(path: Path, *contents: bytes, kids: bytes = b"[3 0 R]", count: int = 1) -> Path:
     """A PDF whose page 3 draws the content streams ``contents`` (objects 5, 6 ...) in Helvetica."""
     refs = b" ".join(b"%d 0 R" % (5 + i) for i in range(len(contents)))
-    path.write_bytes(pdf_bytes([
+    return write_pdf(path, [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids %s /Count %d >>" % (kids, count),
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents [%s] "
         b"/Resources << /Font << /F1 4 0 R >> >> >>" % refs,
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        *contents]))
-    return path
+        *contents])
 
 
 def deflated_spaces(mib: int, *, after: bytes = TEXT_OPS) -> bytes:
@@ -130,23 +117,26 @@ def test_every_decoding_chain_is_followed_both_to_read_and_to_refuse(tmp_path, c
 MEASURE = """
 import json, resource, sys
 from ragfunnel.documents import ReadLimits, read_document
-import pypdfium2  # the reader's own libraries are loaded before the idle size is taken
+import ragfunnel.documents.pdf  # the reader's own modules are loaded before the idle size is taken
 idle = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
     read_document(sys.argv[1], ReadLimits(**json.loads(sys.argv[2])))
     error = None
 except Exception as e:
     error = f"{type(e).__name__}: {e}"
-print(json.dumps({"error": error, "idle_kb": idle, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"error": error, "idle_kb": idle, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "child_peak_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}))
 """
 
 
 def read_in_a_subprocess(path: Path, **limits: float) -> dict:
-    """The error reading ``path`` gave, and the reading process's peak memory above its idle size (MB)."""
+    """The error reading ``path`` gave, the reading process's peak memory above its idle size, and the peak of
+    the process it read the pages in (MB)."""
     done = subprocess.run([sys.executable, "-c", MEASURE, str(path), json.dumps(limits)], capture_output=True,
                           text=True, timeout=120, check=True)
     measured = json.loads(done.stdout)
-    return {"error": measured["error"], "above_idle_mb": (measured["peak_kb"] - measured["idle_kb"]) / 1024}
+    return {"error": measured["error"], "above_idle_mb": (measured["peak_kb"] - measured["idle_kb"]) / 1024,
+            "child_peak_mb": measured["child_peak_kb"] / 1024}
 
 
 def test_a_flate_bomb_page_is_refused_while_it_inflates_and_memory_stays_flat(tmp_path):
@@ -204,11 +194,135 @@ def test_a_page_tree_that_lists_itself_is_one_line_and_skipped_in_a_folder(tmp_p
     one_line(invoke("ask", "Where do gulls nest?", "--context", looped), "damaged PDF: looped.pdf")
 
 
-def test_an_encrypted_pdf_is_refused_before_its_streams_are_decoded(tmp_path):
-    path = make_pdf(tmp_path / "sealed.pdf", ["Sealed text"])
-    path.write_bytes(path.read_bytes().replace(b"/Root 1 0 R", b"/Root 1 0 R /Encrypt << /Filter /Standard >>"))
-    with pytest.raises(InputError, match=r"sealed.pdf is encrypted \(password-protected\); decrypt it first"):
+# Pages that draw millions of characters from a few kilobytes: pdfium takes about 190 bytes a character, whatever
+# the file's size, so only the memory limit of the process that reads them stops them.
+
+def drawn_lines(mib: int) -> bytes:
+    """A content stream of ``mib`` MiB of text operators, one 200-character line each, deflated (to what every
+    stream limit allows)."""
+    line = b"(" + b"x" * 200 + b") '\n"
+    return zlib.compress(b"BT /F1 1 Tf 1 TL 0 792 Td\n" + line * (mib * MIB // len(line)) + b"ET", 9)
+
+
+def form_drawn(path: Path) -> Path:
+    """A page that draws one form of 10,000 characters a thousand times."""
+    form = zlib.compress(b"BT /F1 1 Tf (" + b"x" * 10_000 + b") Tj ET", 9)
+    return write_pdf(path, [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R "
+        b"/Resources << /XObject << /X 6 0 R >> >> >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        stream(zlib.compress(b"/X Do " * 1000, 9), b"/Filter /FlateDecode"),
+        stream(form, b"/Filter /FlateDecode /Type /XObject /Subtype /Form /BBox [0 0 612 792] "
+                     b"/Resources << /Font << /F1 4 0 R >> >>")])
+
+
+def lines_for_pdfminer(path: Path) -> Path:
+    """A MiB of text operators behind a catalog whose page tree is missing: pdfium cannot open the file, and
+    pdfminer.six, which finds the page by its type, took 4.4 GB and over two minutes to lay it out."""
+    one_page(path, stream(drawn_lines(1), b"/Filter /FlateDecode"))
+    path.write_bytes(path.read_bytes().replace(b"/Pages 2 0 R", b"/Pages 9 0 R"))
+    return path
+
+
+def lines_drawn(path: Path) -> Path:
+    return one_page(path, stream(drawn_lines(16), b"/Filter /FlateDecode"))
+
+
+DRAWING_BOMBS = {"16 MiB of text operators": lines_drawn, "one form drawn 1,000 times": form_drawn,
+                 "text operators read by pdfminer.six": lines_for_pdfminer}
+
+
+@pytest.mark.parametrize("bomb", list(DRAWING_BOMBS))
+def test_a_page_drawing_millions_of_characters_is_refused_at_the_memory_limit_and_the_reader_stays_flat(
+        tmp_path, bomb):
+    path = DRAWING_BOMBS[bomb](tmp_path / "bomb.pdf")
+    assert path.stat().st_size < 100_000  # pdfium alone took 1.8 GB (text operators) and 2.5 GB (the form)
+    started = time.monotonic()
+    read = read_in_a_subprocess(path, max_pdf_memory_mb=128)
+    assert read["error"].startswith("InputError: reading bomb.pdf needed more than 128 MB"), read
+    assert read["error"].endswith("; pass --max-pdf-memory-mb to raise it") and "\n" not in read["error"]
+    assert read["above_idle_mb"] < 50 and read["child_peak_mb"] < 128, read
+    assert time.monotonic() - started < 30
+
+
+def test_the_memory_limit_is_a_flag(tmp_path):
+    path = form_drawn(tmp_path / "bomb.pdf")
+    one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-memory-mb", "128"),
+             "reading bomb.pdf needed more than 128 MB")
+
+
+def test_a_reader_past_its_time_is_killed_and_one_line(tmp_path):
+    path = form_drawn(tmp_path / "slow.pdf")
+    started = time.monotonic()
+    with pytest.raises(InputError) as refused:
+        read_document(path, ReadLimits(max_pdf_seconds=0.3))
+    assert str(refused.value) == "reading slow.pdf took over 0.3 s; pass --max-pdf-seconds to raise the limit"
+    assert time.monotonic() - started < 5
+    one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-seconds", "0.3"), "pass --max-pdf-seconds")
+
+
+# Encrypted by the standard security handler, revision 2 (40-bit RC4; PDF 1.7, 7.6.3), with an owner password
+# and, if given, a user password: the one a reader must be told.
+PASSWORD_PAD = bytes.fromhex("28BF4E5E4E758A4164004E56FFFA01082E2E00B6D0683E802F0CA9FE6453697A")
+FILE_ID = b"ragfunnel-sealed"
+NO_PRINT_CHANGE_OR_COPY = -64  # the permission bits 3-6 cleared
+
+
+def rc4(key: bytes, data: bytes) -> bytes:
+    state, j = list(range(256)), 0
+    for i in range(256):
+        j = (j + state[i] + key[i % len(key)]) % 256
+        state[i], state[j] = state[j], state[i]
+    out, i, j = bytearray(), 0, 0
+    for byte in data:
+        i = (i + 1) % 256
+        j = (j + state[i]) % 256
+        state[i], state[j] = state[j], state[i]
+        out.append(byte ^ state[(state[i] + state[j]) % 256])
+    return bytes(out)
+
+
+def padded(password: bytes) -> bytes:
+    return (password + PASSWORD_PAD)[:32]
+
+
+def sealed_page(path: Path, content: bytes, dictionary: bytes = b"", *, user_password: bytes = b"") -> Path:
+    """``one_page`` with one content stream, encrypted; only the owner password is set unless ``user_password``
+    is, and printing, changing and copying are forbidden."""
+    padded_user = padded(user_password)
+    owner = rc4(hashlib.md5(padded(b"owner secret")).digest()[:5], padded_user)
+    key = hashlib.md5(padded_user + owner + struct.pack("<i", NO_PRINT_CHANGE_OR_COPY) + FILE_ID).digest()[:5]
+    object_key = hashlib.md5(key + (5).to_bytes(3, "little") + (0).to_bytes(2, "little")).digest()[:10]
+    one_page(path, stream(rc4(object_key, content), dictionary))
+    encrypt = b"/Encrypt << /Filter /Standard /V 1 /R 2 /O <%s> /U <%s> /P %d >> /ID [<%s> <%s>]" % (
+        owner.hex().encode(), rc4(key, PASSWORD_PAD).hex().encode(), NO_PRINT_CHANGE_OR_COPY,
+        FILE_ID.hex().encode(), FILE_ID.hex().encode())
+    path.write_bytes(path.read_bytes().replace(b"/Root 1 0 R", b"/Root 1 0 R " + encrypt))
+    return path
+
+
+def test_an_encrypted_pdf_that_opens_without_a_password_is_read(tmp_path):
+    path = sealed_page(tmp_path / "restricted.pdf", TEXT_OPS)
+    assert read_document(path).text == "Gull Rock timetable"
+
+
+def test_an_encrypted_pdf_that_needs_a_password_is_refused_in_one_line(tmp_path):
+    path = sealed_page(tmp_path / "sealed.pdf", TEXT_OPS, user_password=b"user secret")
+    with pytest.raises(InputError) as refused:
         read_document(path)
+    assert str(refused.value) == ("sealed.pdf is encrypted (password-protected); decrypt it first, e.g. qpdf "
+                                  "--decrypt --password=PASSWORD sealed.pdf out.pdf")
+
+
+def test_an_encrypted_flate_bomb_is_left_to_the_memory_limit(tmp_path):
+    """Its streams cannot be decoded without the key, so the stream check passes it; pdfium would hold
+    200 MB decoding it."""
+    path = sealed_page(tmp_path / "bomb.pdf", deflated_spaces(100), b"/Filter /FlateDecode")
+    read = read_in_a_subprocess(path, max_pdf_stream_mb=16, max_pdf_memory_mb=128)
+    assert read["error"].startswith("InputError: reading bomb.pdf needed more than 128 MB"), read
+    assert read["above_idle_mb"] < 50, read
 
 
 def test_limits_must_be_above_zero():

@@ -205,6 +205,13 @@ def document_options(command: Callable) -> Callable:
                      show_default=True, help="Refuse a PDF whose page tree lists more pages than this."),
         click.option("--max-pdf-text-chars", type=click.IntRange(min=1), default=defaults.max_pdf_text_chars,
                      show_default=True, help="Stop reading a PDF, and refuse it, past this many characters of text."),
+        click.option("--max-pdf-memory-mb", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.max_pdf_memory_mb, show_default=True,
+                     help="Refuse a PDF whose reading process needs more memory than this (pdfium's grows with what "
+                          "a page draws, whatever the file's size)."),
+        click.option("--max-pdf-seconds", type=click.FloatRange(min=0, min_open=True),
+                     default=defaults.max_pdf_seconds, show_default=True,
+                     help="Stop reading a PDF, and refuse it, after this many seconds."),
     ]):
         command = option(command)
     return command

@@ -1,5 +1,6 @@
-"""Size limits for the files a reader opens: a whole file, the parts of a zip container (DOCX, EPUB), and what a
-PDF's compressed streams, page tree and text may grow to (checked by :mod:`ragfunnel.documents.pdf` as it reads)."""
+"""Size limits for the files a reader opens: a whole file, the parts of a zip container (DOCX, EPUB), what a
+PDF's compressed streams, page tree and text may grow to, and the memory and time its reading process may take
+(checked by :mod:`ragfunnel.documents.pdf` as it reads)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ class ReadLimits:
     ``max_pdf_stream_mb`` and ``max_inflated_mb``: what one compressed stream of a PDF, and all of them, may
     expand to (pdfium holds a stream it decodes whole, and twice over while it grows);
     ``max_pdf_pages``: the pages a PDF's page tree may list (one page listed 900,000 times is a small file);
-    ``max_pdf_text_chars``: the text read from one PDF."""
+    ``max_pdf_text_chars``: the text read from one PDF;
+    ``max_pdf_memory_mb`` and ``max_pdf_seconds``: the address space and the time of the process that reads a
+    PDF's pages (pdfium's memory grows with what a page draws: about 190 bytes per character of text)."""
 
     max_document_mb: float = 200.0
     max_unzipped_mb: float = 500.0
@@ -28,6 +31,8 @@ class ReadLimits:
     max_inflated_mb: float = 256.0
     max_pdf_pages: int = 10_000
     max_pdf_text_chars: int = 50_000_000
+    max_pdf_memory_mb: float = 1024.0
+    max_pdf_seconds: float = 120.0  # 10,000 pages (the page limit) of a real book take about 25 s
 
     def __post_init__(self) -> None:
         for field in fields(self):

@@ -1,19 +1,29 @@
 """PDF, from its text layer: pypdfium2 (fast, page labels and outline), with pdfminer.six for files whose
 structure pypdfium2 cannot parse (a broken cross-reference table).
 
-Before either reads a file, :func:`check_streams` decodes every compressed stream in it a piece at a time,
-keeping nothing, and refuses the file once one stream or all of them expand past ``limits``: pdfium decodes a
-stream whole in memory, so a 1 MB file holding 1 GiB of compressed spaces would take gigabytes. Pages and
-text are counted while they are read. Whatever pdfium trips on is one line naming the file.
+Both read in a process of their own (:mod:`ragfunnel.documents.pdf_child`), under an address-space limit and a
+time limit: what pdfium allocates grows with what a page draws, not with the file's size, so only a process can
+bound it, and this one never grows. Before that process starts, :func:`check_streams` decodes every compressed
+stream a piece at a time, keeping nothing, and refuses the file once one stream or all of them expand past
+``limits``: a flate bomb is refused in a fraction of a second rather than at the memory limit. Pages and text
+are counted as they arrive. Whatever stops the reading is one line naming the file.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import importlib.util
+import json
 import logging
 import mmap
+import os
 import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
@@ -21,55 +31,63 @@ from pathlib import Path
 
 from ragfunnel.documents.limits import MB, ReadLimits
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
+from ragfunnel.documents.pdf_child import OUT_OF_MEMORY
 from ragfunnel.errors import InputError, MissingExtra
 
 log = logging.getLogger(__name__)
 
-# Also said of a file that opens without a password: what its encrypted streams expand to cannot be checked.
 ENCRYPTED = ("{name} is encrypted (password-protected); decrypt it first, e.g. qpdf --decrypt "
-             "--password=PASSWORD {name} out.pdf (leave --password out if it opens without one)")
+             "--password=PASSWORD {name} out.pdf")
 NO_TEXT = "{name} has no extractable text (scanned?); run OCR first (e.g. ocrmypdf {name} out.pdf)"
 DAMAGED = "damaged PDF: {name} ({problem}); repair it with qpdf first (e.g. qpdf {name} repaired.pdf)"
+UNREADABLE = ("{name} cannot be read as a PDF ({problem}); it is damaged or truncated; repair it first "
+              "(e.g. qpdf {name} repaired.pdf)")
+# Run by path, not as a module: importing the ragfunnel package would multiply the child's start-up time.
+# -P keeps the script's folder off sys.path, where html.py would shadow the standard library's html.
+CHILD = [sys.executable, "-P", str(Path(__file__).with_name("pdf_child.py"))]
 
 
 def read_pdf(path: Path, limits: ReadLimits) -> SourceDocument:
-    try:
-        import pypdfium2 as pdfium
-    except ImportError:
-        raise MissingExtra("pypdfium2", "documents") from None
+    if importlib.util.find_spec("pypdfium2") is None:  # looked up, not imported: pdfium loads in the child only
+        raise MissingExtra("pypdfium2", "documents")
     check_streams(path, limits)
-    try:
-        pdf = pdfium.PdfDocument(str(path))
-    except pdfium.PdfiumError as e:
-        if "password" in str(e).lower():
-            raise InputError(ENCRYPTED.format(name=path.name)) from None
-        log.info("pypdfium2 cannot open %s (%s); reading it with pdfminer.six", path.name, e)
-        return _read_with_pdfminer(path, limits)
-    try:
-        return _checked(_read_pages(pdf, path.name, limits))
-    except pdfium.PdfiumError as e:  # a page tree that lists itself, a page that cannot be parsed ...
-        raise InputError(DAMAGED.format(name=path.name, problem=f"pdfium: {e}".rstrip("."))) from None
-    finally:
-        pdf.close()
+    with _ReaderProcess(path, limits) as reader:
+        return _checked(_document(reader.messages(), path.name, limits))
 
 
-def _read_pages(pdf, name: str, limits: ReadLimits) -> SourceDocument:
-    pages = len(pdf)
-    _check_pages(name, pages, limits)
+def _document(messages: Iterator[dict], name: str, limits: ReadLimits) -> SourceDocument:
+    """The document the child's messages describe, refused once its pages or text pass ``limits``."""
     builder = DocumentBuilder(name, "pdf")
-    headings = _outline_by_page(pdf, pages)
-    characters = 0
-    for index in range(pages):
-        page = pdf[index]
-        textpage = page.get_textpage()
-        text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
-        textpage.close()  # each page's memory goes before the next is read
-        page.close()
+    reader, pages, characters = "pdfium", 0, 0
+    for message in messages:
+        if "error" in message:
+            raise _refusal(message, name)
+        if "reader" in message:
+            reader, pages = message["reader"], message.get("pages", 0)
+            if reader == "pdfminer":
+                log.info("pypdfium2 cannot open %s (%s); reading it with pdfminer.six", name, message["because"])
+            _check_pages(name, pages, limits)
+            continue
+        number, text = message["page"], message["text"]
+        _check_pages(name, number, limits)  # pdfminer finds the pages one by one
         characters += len(text)
-        _check_text(name, characters, index + 1, limits)
-        label = pdf.get_page_label(index) or None
-        builder.add(_clean(text), page=index + 1, page_label=label, heading=headings.get(index, ()))
-    return builder.build(pages=pages)
+        _check_text(name, characters, number, limits)
+        builder.add(_clean(text), page=number, page_label=message["label"], heading=tuple(message["heading"]))
+        pages = max(pages, number)
+    document = builder.build(pages=pages)
+    if reader == "pdfminer" and not document.text:  # pdfium could not open it either: damage is likelier than a scan
+        raise InputError(f"{name} is damaged or truncated (no page could be read); repair it first "
+                         f"(e.g. qpdf {name} repaired.pdf)")
+    return document
+
+
+def _refusal(message: dict, name: str) -> Exception:
+    kind, detail = message["error"], message.get("detail")
+    if kind == "missing":
+        return MissingExtra(detail, "documents")
+    if kind == "encrypted":
+        return InputError(ENCRYPTED.format(name=name))
+    return InputError((DAMAGED if kind == "damaged" else UNREADABLE).format(name=name, problem=detail))
 
 
 def _check_pages(name: str, pages: int, limits: ReadLimits) -> None:
@@ -82,56 +100,6 @@ def _check_text(name: str, characters: int, page: int, limits: ReadLimits) -> No
     if characters > limits.max_pdf_text_chars:
         raise InputError(f"{name} holds over {limits.max_pdf_text_chars:,} characters of text by page {page:,}; "
                          "pass --max-pdf-text-chars to raise the limit")
-
-
-def _outline_by_page(pdf, pages: int) -> dict[int, tuple[str, ...]]:
-    """The outline's heading path in force on each page (the last bookmark at or before it)."""
-    marks = []
-    path: list[str] = []
-    for bookmark in pdf.get_toc():
-        dest = bookmark.get_dest()
-        index = dest.get_index() if dest is not None else None
-        path = path[:bookmark.level] + [" ".join((bookmark.get_title() or "").split())]
-        if index is not None:
-            marks.append((index, tuple(path)))
-    by_page: dict[int, tuple[str, ...]] = {}
-    current: tuple[str, ...] = ()
-    marks.sort(key=lambda m: m[0])
-    for index in range(pages):
-        while marks and marks[0][0] <= index:
-            current = marks.pop(0)[1]
-        by_page[index] = current
-    return by_page
-
-
-def _read_with_pdfminer(path: Path, limits: ReadLimits) -> SourceDocument:
-    try:
-        from pdfminer.high_level import extract_pages
-        from pdfminer.layout import LTTextContainer
-        from pdfminer.pdfdocument import PDFPasswordIncorrect
-    except ImportError:
-        raise MissingExtra("pdfminer.six", "documents") from None
-    builder = DocumentBuilder(path.name, "pdf")
-    number = characters = 0
-    try:
-        for number, page in enumerate(extract_pages(str(path), maxpages=limits.max_pdf_pages + 1), start=1):
-            _check_pages(path.name, number, limits)
-            text = "\n".join(el.get_text() for el in page if isinstance(el, LTTextContainer))
-            characters += len(text)
-            _check_text(path.name, characters, number, limits)
-            builder.add(_clean(text), page=number)
-    except PDFPasswordIncorrect:
-        raise InputError(ENCRYPTED.format(name=path.name)) from None
-    except InputError:
-        raise
-    except Exception as e:  # pdfminer raises many unrelated types for damaged files
-        raise InputError(f"{path.name} cannot be read as a PDF ({type(e).__name__}: {e}); it is damaged or "
-                         f"truncated; repair it first (e.g. qpdf {path.name} repaired.pdf)") from None
-    document = builder.build(pages=number)
-    if not document.text:  # pdfium could not open it either: damage is likelier than a scan
-        raise InputError(f"{path.name} is damaged or truncated (no page could be read); repair it first "
-                         f"(e.g. qpdf {path.name} repaired.pdf)")
-    return document
 
 
 # pdfium marks a hyphen it found at a line end with U+0002 (U+FFFE in some builds); other control
@@ -147,6 +115,74 @@ def _checked(document: SourceDocument) -> SourceDocument:
     if not document.text.strip():
         raise InputError(NO_TEXT.format(name=document.name))
     return document
+
+
+class _ReaderProcess:
+    """:mod:`ragfunnel.documents.pdf_child` reading one file in its own process group, killed whole when its time
+    is up or when the reading is refused; how it ended is one :class:`InputError`."""
+
+    def __init__(self, path: Path, limits: ReadLimits):
+        self.name, self.limits = path.name, limits
+        self.errors = tempfile.TemporaryFile()  # a file, not a pipe: what the child says there never blocks it
+        self.process = subprocess.Popen([*CHILD, str(path), f"{limits.max_pdf_memory_mb:g}"],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.errors,
+                                        close_fds=True, start_new_session=True)
+        self.timed_out = False
+        self.timer = threading.Timer(limits.max_pdf_seconds, self._time_up)
+        self.timer.start()
+
+    def __enter__(self) -> _ReaderProcess:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop_timer()
+        if self.process.poll() is None:  # reading was refused part way: nothing more is wanted from it
+            self._kill()
+        self.process.wait()
+        self.process.stdout.close()
+        self.errors.close()
+
+    def messages(self) -> Iterator[dict]:
+        """What the child writes, a message at a time; once it stops, an InputError unless it finished."""
+        for line in self.process.stdout:
+            if not line.endswith(b"\n"):  # cut off where the child was killed
+                break
+            yield json.loads(line)
+        self._stop_timer()  # before the child is reaped, so the timer never signals a process id reused since
+        status = self.process.wait()
+        if status == 0:  # finished, even if its time ran out as it did
+            return
+        if self.timed_out:
+            raise InputError(f"reading {self.name} took over {self.limits.max_pdf_seconds:g} s; "
+                             "pass --max-pdf-seconds to raise the limit")
+        if status == OUT_OF_MEMORY or status < 0:  # pdfium aborts when an allocation fails; the kernel kills
+            raise InputError(f"reading {self.name} needed more than {self.limits.max_pdf_memory_mb:g} MB"
+                             f"{_how(status)}; pass --max-pdf-memory-mb to raise it")
+        raise InputError(DAMAGED.format(name=self.name, problem=f"its reader failed: {self._last_error()}"))
+
+    def _time_up(self) -> None:
+        self.timed_out = True
+        self._kill()
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:  # it ended by itself meanwhile
+            pass
+
+    def _stop_timer(self) -> None:
+        self.timer.cancel()
+        self.timer.join()
+
+    def _last_error(self) -> str:
+        self.errors.seek(max(0, self.errors.seek(0, os.SEEK_END) - 1000))
+        lines = self.errors.read().decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "no message"
+
+
+def _how(status: int) -> str:
+    """Which signal ended the child, if one did: a crash that is not about memory says so."""
+    return f" (its reader died of {signal.Signals(-status).name})" if status < 0 else ""
 
 
 # --- What the compressed streams expand to, found before pdfium decodes any of them ---------------------------
@@ -186,14 +222,13 @@ class _PastCap(Exception):
 
 def check_streams(path: Path, limits: ReadLimits) -> None:
     """Refuse ``path`` if one of its compressed streams would expand past ``limits.max_pdf_stream_mb``, or all
-    of them past ``limits.max_inflated_mb``; an encrypted file, whose streams cannot be decoded here, is
-    refused too. Every decoding filter pdfium applies is followed (Flate, LZW, RunLength, ASCIIHex, ASCII85,
-    chained in any order), counting each stage's output; image codecs end a chain, as pdfium leaves images
-    encoded when it reads text."""
+    of them past ``limits.max_inflated_mb``. Every decoding filter pdfium applies is followed (Flate, LZW,
+    RunLength, ASCIIHex, ASCII85, chained in any order), counting each stage's output; image codecs end a chain,
+    as pdfium leaves images encoded when it reads text. An encrypted file is left to the limits of the process
+    that reads it: its streams cannot be decoded without its key."""
     with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if _ENCRYPT.search(data):
-            raise InputError(ENCRYPTED.format(name=path.name))
-        _StreamCheck(data, path.name, limits).run()
+        if not _ENCRYPT.search(data):
+            _StreamCheck(data, path.name, limits).run()
 
 
 class _StreamCheck:
