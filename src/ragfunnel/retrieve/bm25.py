@@ -35,7 +35,7 @@ from ragfunnel.text.scripts import CHINESE_STOPWORDS, HAN_CHARACTER, words_for_s
 logging.getLogger("bm25s").setLevel(logging.WARNING)
 
 # A Chinese word may be one character (書, 税); an English one-letter word carries nothing.
-_SPLIT = rf"(?u)\b\w\w+\b|{HAN_CHARACTER}"
+SPLIT = rf"(?u)\b\w\w+\b|{HAN_CHARACTER}"
 # bm25s needs at least one term per document; an all-stopword text holds this one. It is not a
 # \w character, so no query can ever match it.
 PLACEHOLDER = "\u2400"
@@ -44,7 +44,7 @@ PLACEHOLDER = "\u2400"
 @lru_cache(maxsize=1)
 def _tokenizer() -> bm25s.tokenization.Tokenizer:
     return bm25s.tokenization.Tokenizer(
-        lower=True, splitter=_SPLIT, stopwords=[*STOPWORDS_EN, *CHINESE_STOPWORDS], stemmer=Stemmer.Stemmer("english")
+        lower=True, splitter=SPLIT, stopwords=[*STOPWORDS_EN, *CHINESE_STOPWORDS], stemmer=Stemmer.Stemmer("english")
     )
 
 
