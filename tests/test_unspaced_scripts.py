@@ -137,3 +137,15 @@ def test_ask_over_a_chinese_pdf_cites_its_pages(tmp_path):
 
 
 TINY = "bundled:smollm2-135m"
+
+
+def test_a_chinese_answer_is_quoted_by_its_whole_sentence():
+    from ragfunnel.documents import LocatedContext, cite
+    from ragfunnel.types import Prediction, ScoredChunk, Trace
+
+    text = "全市公路网总里程达到1.2万公里。全市森林覆盖率达到19.01%，比上年提高两个百分点。人口增长1.5%。"
+    context = LocatedContext.of_text(text)
+    chunks = [ScoredChunk(c, 1.0) for c in chunk_words(text, chunk_words=1000)]
+    [citation] = cite(Prediction(answer="19.01%", method="op", chunks_used=chunks, trace=Trace()), context,
+                      "森林覆盖率达到了多少？")
+    assert citation.quote == "全市森林覆盖率达到19.01%，比上年提高两个百分点。"  # cut at 。, not at the decimal point
