@@ -34,7 +34,6 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' PDF builders: one writer of hostile PDFs in the project
 
-from ragfunnel import __version__  # noqa: E402
 from tests.test_document_bombs import (  # noqa: E402
     TEXT_OPS,
     deflated_spaces,
@@ -45,6 +44,8 @@ from tests.test_document_bombs import (  # noqa: E402
 )
 from tests.test_registry_and_http import free_port  # noqa: E402
 from tests.test_serve_requests_hostile import SERVER, peak_kb  # noqa: E402
+
+from ragfunnel import __version__  # noqa: E402
 
 TARGET_ONE_MB, TARGET_TWO_MB = 300, 600
 
