@@ -152,14 +152,12 @@ def table(run_dirs: list[Path]) -> tuple[str, dict]:
 
 
 def evidence_recall(rows: list[EvalRow]) -> dict | None:
-    """Of the rows whose document holds a reference answer word for word (``answer_rank`` set: some chunk of
-    the method's ranking holds it), the share whose final context held the best-ranked such chunk.
-    None for a method that ranks no chunks (LC reads everything)."""
-    ranked = [r for r in rows if r.answer_rank is not None and r.ranking]
-    if not ranked:
+    """Of the rows that can tell (``EvalRow.evidence_read`` known: the document holds a reference answer word
+    for word), the share whose final context held it. None when no row can tell (rows of an older ragfunnel)."""
+    known = [r.evidence_read for r in rows if r.evidence_read is not None]
+    if not known:
         return None
-    read = sum(r.ranking[r.answer_rank - 1] in {c["position"] for c in r.chunks_used} for r in ranked)
-    return {"read": read, "of": len(ranked), "share": read / len(ranked)}
+    return {"read": sum(known), "of": len(known), "share": sum(known) / len(known)}
 
 
 def _recall(recall: dict | None) -> str:

@@ -50,8 +50,10 @@ def test_report_renders_tables_and_non_empty_plots(tmp_path):
     assert "| bridges | vanilla | 20 | 3 | 3 |" in md  # every row failed, and the table says so
     # The answer and its supporting passage sit in the last of four chunks (7 words), which BM25 ranks first:
     # answer chunk @1, @3, gold chunk @1, @3 and the final context's share of supporting passages.
-    assert md.splitlines()[6].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |")
-    assert md.splitlines()[7].endswith("| - | - | - | - | - |")  # lc ranks nothing
+    # Then the final context held the answer on every row, and no answer was wrong.
+    assert md.splitlines()[6].endswith("| 1.00 | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 (3/3) | 0 | 0 | 0 |")
+    # lc ranks nothing, and read the whole context, which holds the answer
+    assert md.splitlines()[7].endswith("| - | - | - | - | - | 1.00 (3/3) | 0 | 0 | 0 |")
     page = (tmp_path / "out" / "report.html").read_text()
     # self-contained: the four plots, and the confidence's reliability and quality-vs-answered plots (the rows
     # carry confidences from the shipped calibration)

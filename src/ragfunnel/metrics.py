@@ -129,3 +129,20 @@ def gold_rank(ranked: list[Span], gold: list[Span]) -> int | None:
 def gold_recall(used: list[Span], gold: list[Span]) -> float:
     """Share of gold spans that at least one used span overlaps (how much of the evidence reached the LLM)."""
     return sum(1 for g in gold if any(_overlaps(u, g) for u in used)) / len(gold) if gold else 0.0
+
+
+def evidence_read(read: list[str], document: list[str], answers: list[str],
+                  gold_recall: float | None = None) -> bool | None:
+    """Whether the text a method read held the evidence for the question.
+
+    True when a unit of ``read`` holds a reference answer (normalised, as :func:`answer_rank` finds it) or,
+    where the supporting passages are known (``gold_recall``: the share of them the units read touched),
+    when every one was touched. False when neither, yet the evidence was there to read: the supporting
+    passages are known, or some unit of ``document`` (every unit the text was cut into) holds an answer.
+    None when that cannot be told: no supporting passages known and no unit holds an answer word for word.
+    """
+    if answer_rank(read, answers) is not None:
+        return True
+    if gold_recall is not None:
+        return gold_recall >= 1.0
+    return False if answer_rank(document, answers) is not None else None

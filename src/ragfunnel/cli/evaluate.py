@@ -127,7 +127,9 @@ def _eval_table(rows: list[EvalRow], names: list[str]) -> str:
         metrics = sorted({k for r in ok for k in r.metrics})
         means = "  ".join(f"{k} {sum(r.metrics.get(k, 0.0) for r in ok) / len(ok):.3f}" for k in metrics) if ok else "-"
         secs = sum(r.seconds for r in ok) / len(ok) if ok else 0.0
-        lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}  mean {secs:.1f}s")
+        known = [r.evidence_read for r in ok if r.evidence_read is not None]
+        evidence = f"  evidence read {sum(known)}/{len(known)}" if known else ""
+        lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}  mean {secs:.1f}s{evidence}")
     return "\n".join(lines)
 
 

@@ -10,6 +10,11 @@ overlapping a supporting passage: BM25 against the question for ``op``/``vanilla
 the fused draft scores for ``fb``/``fb-f``. Methods whose every row failed are left out of the plots.
 Methods whose answers carry a confidence get a second table and two more plots (see
 :mod:`ragfunnel.eval.confidence_report`).
+
+The table also says why answers were wrong: its evidence recall at the budget is the share of the rows that
+can tell (``EvalRow.evidence_read`` known) whose final context held the evidence, and the wrong answers
+(judged as the confidence table judges them: :func:`~ragfunnel.confidence.measures.is_right`) split into
+those whose evidence was never read and those that read it and still answered wrong.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragfunnel import journal
+from ragfunnel.confidence.measures import RIGHT_AT, VERDICT_METRICS, is_right
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.eval.confidence_report import (
     ConfidenceSummary,
@@ -61,8 +67,20 @@ class MethodSummary:
     gold_ranks: list[int | None]
     gold_recall: float | None  # mean share of supporting passages the final context touched
     example_metrics: dict[str, dict[str, float]]  # example id -> its metrics, for rows that did not fail
+    # Whether the final context held the evidence, per row that did not fail and can tell (EvalRow.evidence_read).
+    evidence: list[bool] = field(default_factory=list)
+    # Wrong answers (is_right False) by whether their evidence was read; a wrong answer whose row cannot
+    # tell is in neither.
+    wrong: int = 0
+    wrong_unread: int = 0
+    wrong_read: int = 0
     # (confidence, metrics) of each row that did not fail and carries a confidence.
     confident_rows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+
+    @property
+    def evidence_recall(self) -> float | None:
+        """Evidence recall at the budget: the share of rows that can tell whose final context held the evidence."""
+        return sum(self.evidence) / len(self.evidence) if self.evidence else None
 
     def answer_at(self, k: int) -> float | None:
         """Share of ranked rows whose answer-bearing chunk is in the top ``k``."""
@@ -105,6 +123,7 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
         mine = [r for r in rows if r.method == method]
         ok = [r for r in mine if r.error is None]
         served = [r for r in ok if _served_from_cache(r)]
+        wrong = [r for r in ok if is_right(r.metrics) is False]
         secs = [r.seconds for r in ok if r not in served] or [r.seconds for r in ok]
         names = sorted({k for r in ok for k in r.metrics})
         stages: dict[str, list[float]] = {}
@@ -123,6 +142,10 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             gold_recall=statistics.fmean(gold) if (gold := [r.gold_recall for r in ok if r.gold_recall is not None])
             else None,
             example_metrics={r.example_id: r.metrics for r in ok},
+            evidence=[r.evidence_read for r in ok if r.evidence_read is not None],
+            wrong=len(wrong),
+            wrong_unread=sum(r.evidence_read is False for r in wrong),
+            wrong_read=sum(r.evidence_read is True for r in wrong),
             confident_rows=[(r.confidence, r.metrics) for r in ok if r.confidence is not None],
         ))
     return out
@@ -136,16 +159,34 @@ def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     metric_names = sorted({k for s in summaries for k in s.metrics})
     header = ["dataset", "method", "budget", "n", "failed", "cached", *metric_names, "mean s", "p50 s", "p90 s",
               "stages (mean / p50 / p90 s)", "LLM input tokens", "answer chunk @1", "@3", "gold chunk @1", "@3",
-              "gold recall"]
+              "gold recall", "evidence read", "wrong", "wrong, evidence not read", "wrong, evidence read"]
     body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures), str(s.cached),
              *(f"{s.metrics[m]:.3f}" if m in s.metrics else "-" for m in metric_names),
              f"{s.seconds_mean:.1f}", f"{s.seconds_p50:.1f}", f"{s.seconds_p90:.1f}",
              "; ".join(f"{k} {m:.1f} / {p50:.1f} / {p90:.1f}" for k, (m, p50, p90) in s.stage_seconds.items()),
              f"{s.input_tokens:.0f}",
              *(_share(s.answer_at(k)) for k in (1, 3)), *(_share(s.gold_at(k)) for k in (1, 3)),
-             _share(s.gold_recall) + _partial(len(s.gold_ranks), s.n - s.failures)]
+             _share(s.gold_recall) + _partial(len(s.gold_ranks), s.n - s.failures),
+             *_evidence_cells(s)]
             for s in summaries]
     return header, body
+
+
+# Said beside the table, so a reader knows what its error split counts as wrong.
+TABLE_NOTE = (f"A row is wrong when the first of its {', '.join(VERDICT_METRICS)} scores it has is below {RIGHT_AT} "
+              "(as the confidence table judges it). Evidence read (evidence recall at the budget): the "
+              "share of the rows that can tell whose final context held a chunk with a reference answer (normalised) "
+              "or touched every supporting passage; a row cannot tell when the task has no short answer, or no "
+              "reference answer stands in the document word for word and its supporting passages are unknown. "
+              "Wrong answers of rows that cannot tell are in neither split.")
+
+
+def _evidence_cells(s: MethodSummary) -> list[str]:
+    """Evidence recall (with its counts) and the wrong answers split by it; '-' for runs that recorded no evidence."""
+    if not s.evidence:
+        return ["-", str(s.wrong), "-", "-"]
+    recall = f"{_share(s.evidence_recall)} ({sum(s.evidence)}/{len(s.evidence)})"
+    return [recall, str(s.wrong), str(s.wrong_unread), str(s.wrong_read)]
 
 
 def confidence_summaries(summaries: list[MethodSummary], metric: str | None) -> list[ConfidenceSummary]:
@@ -287,17 +328,18 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     if not summaries:
         raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
     out_dir = journal.out_dir(Path(out_dir))
-    tables = [("", *_table(summaries))]
+    tables = [("", *_table(summaries), TABLE_NOTE)]
     if confident := confidence_summaries(summaries, metric):
         tables.append(("Confidence: how well each method's confidence tells right answers from wrong",
-                       *confidence_table(confident)))
+                       *confidence_table(confident), ""))
     images = _plots(summaries, out_dir, metric)
     made_by = f"Written by ragfunnel {__version__}; each run's configuration (below) names the version that ran it."
     md = ["# ragfunnel report", "", made_by]
-    for title, header, body in tables:
+    for title, header, body, note in tables:
         md += [""] + ([f"## {title}", ""] if title else [])
         md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         md += ["| " + " | ".join(row) + " |" for row in body]
+        md += ["", note] if note else []
     md += [""] + [f"![{name}]({name})" for name in images]
     # What each run was — dataset and its SHA-256, models and theirs, every option — so the report alone
     # says how to run it again.
@@ -309,7 +351,7 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         f"<h1>ragfunnel report</h1><p>{html.escape(made_by)}</p>"
         + "".join((f"<h2>{html.escape(title)}</h2>" if title else "") + _html_table(header, body)
-                  for title, header, body in tables)
+                  + (f"<p>{html.escape(note)}</p>" if note else "") for title, header, body, note in tables)
         + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>' for name in images)
         + "<h2>Runs</h2>" + "".join(f"<details open><summary>{html.escape(d)}</summary><pre>{html.escape(config)}"
                                     "</pre></details>" for d, config in runs.items())

@@ -26,6 +26,7 @@ from ragfunnel.metrics import (
     best_over_references,
     choice_accuracy,
     contains_answer,
+    evidence_read,
     exact_match,
     gold_rank,
     gold_recall,
@@ -95,6 +96,10 @@ class EvalRow:
     # touched; both None when the example's supporting passages are not known.
     gold_rank: int | None = None
     gold_recall: float | None = None
+    # Whether the final context held the evidence: a chunk read holds a reference answer, or every supporting
+    # passage was touched (metrics.evidence_read); None when that cannot be told (not a short-answer task, or
+    # no reference answer in the document word for word and no supporting passages known; older rows).
+    evidence_read: bool | None = None
     # The estimated probability that the answer is right, and the signals it was computed from
     # (ragfunnel.confidence); None and empty for methods that give none.
     confidence: float | None = None
@@ -140,6 +145,8 @@ class EvalRow:
             _expect(stage, "seconds", int | float, where="trace stage")
         if row.get("confidence") is not None:
             _expect(row, "confidence", int | float)
+        if row.get("evidence_read") is not None and not isinstance(row["evidence_read"], bool):
+            raise InputError("'evidence_read' must be true, false or null")
         signals = row.get("signals", {})
         if not isinstance(signals, dict) or not all(isinstance(v, int | float) for v in signals.values()):
             raise InputError("'signals' must map names to numbers")
@@ -178,6 +185,7 @@ def _row(example: Example, method: str, run: Callable[[], Prediction], profile: 
         ranking=[sc.chunk.position for sc in p.ranking],
         gold_rank=gold.get("gold_rank"),
         gold_recall=gold.get("gold_recall"),
+        evidence_read=_evidence_read(example, p, gold.get("gold_recall")),
         confidence=p.confidence,
         signals=dict(p.signals),
         abstained=abstained(p),
@@ -188,6 +196,18 @@ def _answer_rank(example: Example, p: Prediction) -> int | None:
     if task_kind(example.task) != "qa" or not p.ranking:
         return None
     return answer_rank([sc.chunk.text for sc in p.ranking], example.answers)
+
+
+def _evidence_read(example: Example, p: Prediction, gold_recall: float | None) -> bool | None:
+    """Whether the chunks the method read held the evidence (see :func:`ragfunnel.metrics.evidence_read`).
+
+    A method that ranked no chunks read its context whole (LC, or a context within the budget): the
+    document is then that context, so it read the evidence exactly when the context holds an answer.
+    """
+    if task_kind(example.task) != "qa":
+        return None
+    document = [sc.chunk.text for sc in p.ranking] or [example.context or ""]
+    return evidence_read([sc.chunk.text for sc in p.chunks_used], document, example.answers, gold_recall)
 
 
 def gold_word_spans(example: Example) -> list[tuple[int, int]] | None:
