@@ -230,13 +230,16 @@ def not_a_model(tmp_path, kind: str):
     if kind == "no weights":
         (directory / "config.json").write_text('{"model_type": "bert"}')
         return directory, "no weights: none of model.safetensors"
+    if kind == "FIFO config":  # would block a plain read until someone writes to it
+        os.mkfifo(directory / "config.json")
+        return directory, "config.json is not a regular file"
     if kind == "a file":
         (directory / "model.safetensors").write_bytes(os.urandom(64))
         return directory / "model.safetensors", "it is a file"
     return directory, "no config.json"  # empty
 
 
-KINDS = ["empty", "random files", "bad config", "no weights", "a file"]
+KINDS = ["empty", "random files", "bad config", "no weights", "a file", "FIFO config"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -37,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragfunnel.bounded import UnreadableFile, read_json_file
+from ragfunnel.bounded import RefusedPath, UnreadableFile, read_json_file
 from ragfunnel.errors import InputError, MissingExtra, ModelError
 from ragfunnel.llm.fingerprint import file_sha256, sha256_of_file
 
@@ -45,6 +45,7 @@ ATTENTION_NAME = "ragfunnel_last_row"
 DEFAULT_REP_TOKENS = 4  # the paper's best setting in most cases
 CHECKSUMS = "checksums.json"
 MAX_CHECKSUMS_BYTES = 1 << 20  # a digest per file of a converted model: a few hundred bytes
+MODEL_CONFIG_BYTES = 4 << 20  # a transformers config.json is a few kilobytes
 POST_RANKERS = ("bundled:NAME, gguf:PATH to a GGUF file, or a causal LM's directory or Hugging Face name "
                 "(config.json and weights)")
 # The weight files transformers looks for in a model directory (single or sharded).
@@ -101,10 +102,12 @@ def _not_a_model(path: Path) -> str | None:
     if not path.is_dir():
         return "it is a file"
     try:
-        config = json.loads((path / "config.json").read_bytes())
+        config = read_json_file(path / "config.json", max_bytes=MODEL_CONFIG_BYTES, what="model config")
     except FileNotFoundError:
         return "no config.json"
-    except (OSError, ValueError, RecursionError):
+    except RefusedPath as e:  # a FIFO, a device, far too big
+        return f"config.json is {e.problem}"
+    except UnreadableFile:
         return "config.json is not JSON"
     if not isinstance(config, dict):
         return "config.json is not a JSON object"
