@@ -120,3 +120,8 @@ def test_ask_and_index_say_a_loop_in_one_line_and_skip_links_out(planted, tmp_pa
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["documents"] == 2 and "stolen.txt: it resolves outside" in r.stderr
     assert "4711" not in "".join(p.read_text(errors="ignore") for p in (tmp_path / "ix").rglob("*") if p.is_file())
+
+
+def test_a_context_file_holding_a_nul_byte_is_a_row_error(tmp_path):
+    loaded = load_dataset(_dataset(tmp_path, "memo\x00.txt"), on_error="skip")
+    assert not loaded.examples and "holds a NUL byte" in loaded.errors[0].message

@@ -59,6 +59,8 @@ def resolved(path: Path) -> Path:
         return path.resolve(strict=True)
     except FileNotFoundError:
         raise InputError(f"{path} does not exist; check the path") from None
+    except ValueError:  # a NUL byte, which no file name holds
+        raise InputError(f"{str(path)!r} holds a NUL byte; no file is named so") from None
     except RuntimeError:  # Python 3.11-3.12 raise this for a loop; 3.13 raises OSError(ELOOP)
         raise InputError(f"symlink loop at {path}; point the link at a real file or folder") from None
     except OSError as e:

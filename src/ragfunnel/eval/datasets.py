@@ -261,7 +261,7 @@ def _with_context_file(record: dict, folder: Path, files: dict[Path, str], *, an
     must resolve inside the dataset's folder unless ``anywhere``: a dataset is data, often downloaded, and
     must not make a run read (and send to a model server) a file such as ``/etc/shadow``."""
     name = record["context_file"]
-    if not isinstance(name, str) or not name.strip() or "\x00" in name:
+    if not isinstance(name, str) or not name.strip():
         raise RowError("'context_file' must be a path (a string), relative to the dataset file")
     if "context" in record:
         raise RowError("a row gives 'context' or 'context_file', not both")
