@@ -12,7 +12,8 @@ the other half (split by a hash of the question id, so the halves hold different
 
 Settings (each a resumable run directory under ``--out``; rows are written as they finish):
 
-``hotpotqa``, ``musique``   train questions hidden among their corpus' passages until the context
+``hotpotqa``, ``musique``,
+``hotpotqa_amor``           train questions hidden among their corpus' passages until the context
                             holds ``--context-words`` words (multi-hop, task ``multihop``)
 ``longbench``               LongBench dev documents (qasper, multifieldqa_en, narrativeqa), their own
                             prompts and LongBench's scoring; LC only on documents of at most 6,000 words
@@ -46,7 +47,7 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.registry import model_identity, set_disk_caches
 from ragfunnel.methods import make_method, options_of
 from ragfunnel.methods.auto import ESCALATE_BELOW
-from ragfunnel.text.chunking import count_words
+from ragfunnel.text.chunking import CHUNK_WORDS, count_words
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 MULTIHOP = {
@@ -54,10 +55,12 @@ MULTIHOP = {
                  SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train_corpus.json"),
     "musique": (SHARED / "musique_train_hipporag" / "musique_train.json",
                 SHARED / "musique_train_hipporag" / "musique_train_corpus.json"),
+    "hotpotqa_amor": (SHARED / "hotpotqa_train_amor" / "hotpotqa_train100_amor.jsonl",
+                      SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train_corpus.json"),
 }
 LONGBENCH = [SHARED / "longbench_minilongbench_dev" / f for f in ("qasper.jsonl", "multifieldqa_en.jsonl",
                                                                  "narrativeqa.jsonl")]
-OPTIONS = {"chunk_words": 300, "budget": 1500, "stage1_budget": 3000, "samples": 5}
+OPTIONS = {"chunk_words": CHUNK_WORDS, "budget": 1500, "stage1_budget": 3000, "samples": 5}
 LC_MAX_WORDS = 6000  # LC over a longer document takes minutes per question on two cores
 MIN_SIGNAL_SEPARATION = 0.05  # |AUROC - 0.5| a signal needs alone on the fit half to be "informative"
 METHODS = ("op", "fb", "lc")

@@ -161,9 +161,10 @@ def test_fb_records_the_weights_it_used():
 # --- auto's ladder ---------------------------------------------------------------------------------------------
 
 
-def _auto(prefer: str, answers: dict[str, str], **kwargs) -> Auto:
+def _auto(prefer: str, answers: dict[str, str], *, draft: str = "Rationale: r\nAnswer: word7", **kwargs) -> Auto:
     """auto over scripted models: OP's and LC's prompts are answered by ``answers['op']`` and ``['lc']``
-    (told apart by length), FB-RAG's final answer by ``answers['fb']`` (its prompt follows the drafts)."""
+    (told apart by length), FB-RAG's final answer by ``answers['fb']`` (its prompt follows the drafts; an
+    answer that is an exception is raised). The light model drafts ``draft``."""
     import ragfunnel.llm.speed as speed
 
     state = {"drafted": False}
@@ -171,11 +172,14 @@ def _auto(prefer: str, answers: dict[str, str], **kwargs) -> Auto:
     def strong_reply(prompt: str, i: int) -> str:
         if len(prompt.split()) > 2000:
             return answers["lc"]
-        return answers["fb"] if state["drafted"] else answers["op"]
+        reply = answers["fb"] if state["drafted"] else answers["op"]
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
     def light_reply(prompt: str, i: int) -> str:
         state["drafted"] = True
-        return "Rationale: r\nAnswer: word7"
+        return draft
 
     light = FakeLLM(light_reply, name="light", context_window=8192)
     strong = FakeLLM(strong_reply, name="strong", context_window=8192)
@@ -201,9 +205,11 @@ def test_a_confident_first_answer_stops_the_climb(support_decides):
 
 def test_an_unsure_answer_climbs_and_the_most_confident_is_kept(support_decides):
     with using_calibration(support_decides):
-        p = _auto("quality", {"op": "Nowhere Town", "fb": "word9", "lc": "word8"}).run("Which word?", WORDS)
+        p = _auto("quality", {"op": "Nowhere Town", "fb": "word9", "lc": "word8"},
+                  draft="Rationale: r\nAnswer: word1507").run("Which word is word2500?", WORDS)
     climb = p.trace.stages[-1]
     assert [r["method"] for r in climb.detail["rungs"]] == ["op", "fb"]  # fb is sure: lc never runs
+    assert climb.detail["rungs"][1]["added_chunks"] == [15]  # the drafts' chunk, which OP did not read
     assert climb.detail["answered_by"] == "fb" and p.method == "auto:fb" and p.answer == "word9"
     assert {s.detail.get("rung") for s in p.trace.stages[1:-1]} == {"op", "fb"}  # every rung's stages are kept
 
@@ -217,6 +223,33 @@ def test_balanced_never_climbs_and_quality_climbs_to_lc(support_decides):
     assert fast.trace.stages[0].detail["ladder"] == []
     assert [r["method"] for r in best.trace.stages[-1].detail["rungs"]] == ["op", "fb", "lc"]
     assert best.answer == "word8"
+
+
+def test_a_rung_that_would_read_the_same_chunks_is_skipped(support_decides):
+    # Drafts that share no word with the text leave FB-RAG's ranking the question's own, so its final
+    # chunks are OP's: its strong model never answers, and the climb goes on to LC, which reads the rest.
+    with using_calibration(support_decides):
+        p = _auto("quality", {"op": "Nowhere", "fb": "never asked", "lc": "word8"},
+                  draft="Rationale: zzz\nAnswer: qqq").run("Which word is word42?", WORDS)
+    rungs = p.trace.stages[-1].detail["rungs"]
+    assert [r["method"] for r in rungs] == ["op", "fb", "lc"] and "skipped" in rungs[1]
+    op_read = set(rungs[0]["added_chunks"])
+    assert op_read and set(rungs[2]["added_chunks"]) == set(range(30)) - op_read  # LC adds every other chunk
+    assert "stage2_forward" in [s.name for s in p.trace.stages]  # the drafts' cost stays in the trace
+    assert not any(s.name == "stage3_generate" for s in p.trace.stages)
+    assert p.answer == "word8" and p.method == "auto:lc"
+
+
+def test_a_rung_that_fails_keeps_the_answer_already_made(support_decides):
+    from ragfunnel.errors import BackendUnavailable
+
+    with using_calibration(support_decides):
+        p = _auto("quality", {"op": "Nowhere", "fb": BackendUnavailable("the server at :8000 is down"),
+                              "lc": "word8"}, draft="Rationale: r\nAnswer: word1507").run(
+            "Which word is word2500?", WORDS)
+    climb = p.trace.stages[-1].detail
+    assert [r["method"] for r in climb["rungs"]] == ["op", "fb"] and "server at :8000" in climb["rungs"][1]["failed"]
+    assert "fb failed" in climb["stopped"] and p.answer == "Nowhere" and p.method == "auto:op"
 
 
 def test_a_calibration_that_has_not_earned_it_never_climbs(tmp_path):

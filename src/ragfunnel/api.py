@@ -9,7 +9,7 @@ from typing import Any
 from ragfunnel.confidence import Abstaining, using_calibration
 from ragfunnel.corpus.funnel import FunnelRetriever, SearchResult, flat_search
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.documents import LocatedContext, ReadLimits, cite, read_context
+from ragfunnel.documents import LocatedContext, ReadLimits, cited, read_context
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, ContextMethod, make_method
@@ -71,7 +71,7 @@ def answer_located(method: ContextMethod, question: str, located: LocatedContext
                    choices: list[str] | None = None) -> Prediction:
     """Run a context method over ``located``'s text and cite where in its files the answer came from."""
     prediction = method.run(question, located.text, choices=choices)
-    prediction.citations = cite(prediction, located, question)
+    prediction.citations, prediction.citation_note = cited(prediction, located, question)
     return prediction
 
 

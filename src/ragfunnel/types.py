@@ -244,11 +244,16 @@ class Prediction:
     # computed from; None when no calibration covers this answer (summaries, or no calibration file).
     confidence: float | None = None
     signals: dict[str, float] = field(default_factory=dict)
+    # Whether the confidence reaches the calibration's ``supported_at`` (False: more likely wrong than the
+    # user should take on trust); None without a confidence.
+    supported: bool | None = None
     # The greedy answer's completion (token log-probabilities; the prompt a judge question follows).
     completion: Completion | None = field(default=None, repr=False, compare=False)
     prompt: str = field(default="", repr=False, compare=False)
     # Where the answer came from in the user's files (ragfunnel.documents.cite), best-supporting first.
     citations: list[Citation] = field(default_factory=list)
+    # Why there are no citations although chunks were read ("no passage read states this answer").
+    citation_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the CLI's ``--json`` output)."""
@@ -266,8 +271,10 @@ class Prediction:
                 for sc in self.chunks_used
             ],
             "confidence": None if self.confidence is None else round(self.confidence, 4),
+            "supported": self.supported,
             "signals": {k: round(v, 4) for k, v in self.signals.items()},
             "citations": [c.to_dict() for c in self.citations],
+            "citation_note": self.citation_note,
             "samples": [{"text": s.text, "rationale": s.rationale, "answer": s.answer} for s in self.samples],
             "ranking": [{"position": sc.chunk.position, "score": round(float(sc.score), 6)} for sc in self.ranking],
             "trace": {

@@ -90,10 +90,20 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
         click.echo(prediction.answer)
         for citation in prediction.citations[:CITATIONS_SHOWN]:
             click.echo(f"{citation.label()}  {_short_quote(citation.quote)}", err=True)  # stdout: the answer alone
+        if prediction.citation_note:
+            click.echo(f"({prediction.citation_note})", err=True)
         if prediction.confidence is not None:
             click.echo(f"confidence {prediction.confidence:.2f}" + ("  (abstained: below --abstain)"
                                                                     if abstained(prediction) else ""), err=True)
+        if prediction.supported is False and not abstained(prediction):
+            click.echo(caution(prediction.confidence), err=True)
         click.echo(_summary(prediction), err=True)
+
+
+def caution(confidence: float) -> str:
+    """The one line printed under an answer whose confidence is below the calibration's ``supported_at``."""
+    return (f"caution: this answer is likely wrong (confidence {confidence:.2f}); check its citations, or ask with "
+            "--prefer quality, a stronger --strong model, or --abstain to withhold such answers")
 
 
 def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str], over_index: bool = False) -> None:

@@ -29,6 +29,7 @@ from ragfunnel.journal import left_work_running
 from ragfunnel.methods.fbrag import MAX_SAMPLES
 from ragfunnel.prompts import check_task
 from ragfunnel.retrieve.fusion import FUSIONS
+from ragfunnel.text.chunking import CHUNK_WORDS
 
 if TYPE_CHECKING:
     from ragfunnel.ray_cluster import RayOptions
@@ -260,7 +261,8 @@ def method_options(command: Callable) -> Callable:
                      help="Calibration file for confidence (`ragfunnel calibrate`) [default: $RAGFUNNEL_CALIBRATION, "
                           "else the one shipped, fitted on the bundled models]."),
         click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), help="FB-RAG drafts K [default: 5]."),
-        click.option("--chunk-words", type=click.IntRange(1, 100_000), help="Words per chunk [default: 300]."),
+        click.option("--chunk-words", type=click.IntRange(1, 100_000),
+                     help=f"Words per chunk [default: {CHUNK_WORDS}]."),
         click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
         click.option("--no-cache", is_flag=True,
                      help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "

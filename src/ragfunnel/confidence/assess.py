@@ -19,6 +19,7 @@ from ragfunnel.confidence.signals import (
     draft_signals,
     form_signals,
     logprob_signals,
+    rank_signals,
     support_signals,
 )
 from ragfunnel.llm.base import LLM
@@ -128,6 +129,7 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     if task_kind(task) != "choice":
         signals |= support_signals(answer, [sc.chunk.text for sc in prediction.chunks_used],
                                    [sc.score for sc in prediction.chunks_used])
+        signals |= rank_signals(answer, [sc.chunk.text for sc in prediction.ranking])
     signals |= draft_signals(prediction.samples, answer)
     signals |= form_signals(question, answer)
     if light_answer is not None:
@@ -148,6 +150,7 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     stage = StageTrace(name="confidence", seconds=time.perf_counter() - started, n_in=len(signals), n_out=1,
                        detail={"confidence": None if confidence is None else round(confidence, 4),
                                "signals": {k: round(v, 4) for k, v in signals.items()},
+                               "supported": calibration.supported(confidence),
                                "calibration": calibration.fitted_on or "none"})
-    return replace(prediction, confidence=confidence, signals=signals,
+    return replace(prediction, confidence=confidence, signals=signals, supported=calibration.supported(confidence),
                    trace=Trace([*prediction.trace.stages, stage]))

@@ -36,6 +36,9 @@ DEFAULT_MODEL = "default"  # the model for any method without its own
 EARNED_AUROC = 0.6
 # A confidence never claims certainty: the signals cannot rule out a wrong reference or a lucky guess.
 FLOOR, CEILING = 0.01, 0.99
+# Below this confidence an answer is flagged ``supported: false`` (a file may set its own, from its
+# risk-coverage curve: ``supported_at``). 0.5: more likely wrong than right.
+SUPPORTED_AT = 0.5
 MAX_BYTES = 4 << 20  # a fitted file is a few kilobytes: a model per method, a few signals each
 _CALIBRATION_FIX = "pass a file `ragfunnel calibrate` wrote, or refit one with it"
 
@@ -109,8 +112,11 @@ class CalibrationFile:
     fitted_on: str = ""  # which runs, how many rows
     n_rows: dict[str, int] = field(default_factory=dict)  # model name -> rows it was fitted on
     held_out: dict[str, dict[str, float]] = field(default_factory=dict)  # model name -> e.g. {"auroc": 0.8}
+    supported_at: float = SUPPORTED_AT  # the confidence under which an answer is flagged unsupported
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.supported_at <= 1.0:
+            raise InputError(f"calibration field 'supported_at' must be in [0, 1], got {self.supported_at}")
         if self.models and DEFAULT_MODEL not in self.models:
             raise InputError(f"calibration field 'models' has no {DEFAULT_MODEL!r} model, which answers for every "
                              "method without its own; refit with `ragfunnel calibrate`")
@@ -134,6 +140,10 @@ class CalibrationFile:
         name = self.model_for(method)
         return None if name is None else self.models[name].predict(signals)
 
+    def supported(self, confidence: float | None) -> bool | None:
+        """Whether an answer with this confidence counts as supported (None: no confidence to tell by)."""
+        return None if confidence is None else confidence >= self.supported_at
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version,
@@ -143,6 +153,7 @@ class CalibrationFile:
             "fitted_on": self.fitted_on,
             "n_rows": dict(self.n_rows),
             "held_out": {name: dict(stats) for name, stats in self.held_out.items()},
+            "supported_at": self.supported_at,
         }
 
     @classmethod
@@ -177,7 +188,10 @@ class CalibrationFile:
         if not isinstance(held_out, dict) or not all(
                 isinstance(stats, dict) and _all_numbers(stats.values()) for stats in held_out.values()):
             raise InputError("calibration field 'held_out' must map model names to objects of numbers")
-        return cls(version=version, models=models, fingerprints=dict(fingerprints),
+        supported_at = data.get("supported_at", SUPPORTED_AT)
+        if not _all_numbers([supported_at]):
+            raise InputError("calibration field 'supported_at' must be a number")
+        return cls(version=version, models=models, fingerprints=dict(fingerprints), supported_at=float(supported_at),
                    fitted_on=_field(data, "fitted_on", str), n_rows=dict(n_rows),
                    held_out={name: {k: float(v) for k, v in stats.items()} for name, stats in held_out.items()})
 

@@ -9,6 +9,8 @@ dict, never set to a made-up value; the calibrator treats it as its training mea
 - ``support``: the share of the answer's words found in the text the model read; ``support_chunks``:
   log(1 + the number of chunks read that hold the whole answer). An answer the text never says is
   often invented.
+- ``answer_rank``: 1 / the rank, in the method's ranking of every chunk, of the best chunk that holds the
+  whole answer (0 when none does): an answer from the chunk the ranking put first, or from an also-ran.
 - ``draft_agreement``: how far the K drafts' answers agree with each other (mean pairwise token F1);
   ``draft_final_agreement``: with the final answer; ``drafts_answered``: the share that reached "Answer:".
 - ``light_agreement``: token F1 between the light and the strong model's answers over the same context.
@@ -36,7 +38,7 @@ from ragfunnel.types import Sample
 # the other way is fitting noise.
 EXPECTED_DIRECTION = {
     "answer_logprob_mean": 1, "answer_logprob_min": 1, "support": 1, "support_chunks": 1, "support_score": 1,
-    "draft_agreement": 1, "draft_final_agreement": 1, "drafts_answered": 1, "light_agreement": 1,
+    "answer_rank": 1, "draft_agreement": 1, "draft_final_agreement": 1, "drafts_answered": 1, "light_agreement": 1,
     "sample_agreement": 1, "judge_yes": 1, "type_match": 1, "declined": -1, "echo": -1,
 }
 
@@ -73,6 +75,15 @@ def support_signals(answer: str, read: Sequence[str], scores: Sequence[float] | 
     if scores is not None and len(scores) == len(read) and max(scores) > 0:
         out["support_score"] = max((scores[i] for i in holding), default=0.0) / max(scores)
     return out
+
+
+def rank_signals(answer: str, ranking: Sequence[str]) -> dict[str, float]:
+    """``answer_rank``: 1 / the rank of the first text in ``ranking`` (best first) that holds the whole answer."""
+    whole = f" {normalize_answer(answer)} "
+    if not whole.strip() or not ranking:
+        return {}
+    rank = next((r for r, t in enumerate(ranking, start=1) if whole in f" {normalize_answer(t)} "), None)
+    return {"answer_rank": 0.0 if rank is None else 1.0 / rank}
 
 
 def draft_signals(samples: Sequence[Sample], final: str) -> dict[str, float]:

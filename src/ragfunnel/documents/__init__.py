@@ -2,11 +2,12 @@
 chapter, and citing where an answer came from. The rest of ragfunnel sees :class:`SourceDocument`,
 :class:`LocatedContext` and :class:`Citation` only."""
 
-from ragfunnel.documents.citations import Citation, cite
+from ragfunnel.documents.citations import NOT_STATED, Citation, cite, cited
 from ragfunnel.documents.formats import SUPPORTED
 from ragfunnel.documents.limits import ReadLimits
 from ragfunnel.documents.model import FILE_SEPARATOR, LocatedContext, Section, SourceDocument
 from ragfunnel.documents.read import files_under, read_context, read_document, read_documents, resolved
 
-__all__ = ["FILE_SEPARATOR", "SUPPORTED", "Citation", "LocatedContext", "ReadLimits", "Section", "SourceDocument",
-           "cite", "files_under", "read_context", "read_document", "read_documents", "resolved"]
+__all__ = ["FILE_SEPARATOR", "NOT_STATED", "SUPPORTED", "Citation", "LocatedContext", "ReadLimits", "Section",
+           "SourceDocument", "cite", "cited", "files_under", "read_context", "read_document", "read_documents",
+           "resolved"]

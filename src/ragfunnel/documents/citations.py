@@ -1,8 +1,15 @@
-"""Citing an answer: for each chunk the answer was read from, its file, page or section, and the sentence in
-it that best supports the answer (most words shared with the answer, then with the question)."""
+"""Citing an answer: for each chunk the answer was read from that states it, its file, page or section, and
+the sentence in it that best supports the answer (most words shared with the answer, then with the question).
+
+A chunk is cited only when its best sentence *states* the answer (:func:`states`): it holds the answer's
+words (all of a one- or two-word answer, three in five of a longer one), or, for a yes/no answer, half the
+question's words. A chunk the model read but that says nothing of the answer is not cited; when no chunk
+read states it, there are no citations, and :data:`NOT_STATED` says so where citations are shown.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 
 from ragfunnel.documents.model import LocatedContext
@@ -21,18 +28,30 @@ LONG_CHUNK_WORDS = 600  # a longer chunk (LC reads the whole text as one) is cit
 WINDOW_WORDS = 300
 WINDOWS_KEPT = 3
 QUOTE_CHARS = 400
+# The share of a longer answer's words (more than two) a sentence must hold to state it.
+ANSWER_WORDS_STATED = 0.6
+NOT_STATED = "no passage read states this answer"
 
 
 def cite(prediction: Prediction, context: LocatedContext, question: str) -> list[Citation]:
-    """Citations for ``prediction``'s chunks (cut from ``context.text``), best-supporting first."""
+    """Citations for ``prediction``'s chunks (cut from ``context.text``) that state its answer, best-supporting
+    first; none when no chunk read does."""
     answer_words, question_words = _words(prediction.answer), _words(question) - _words(prediction.answer)
+    yes_no = prediction.answer.strip().lower().rstrip(".!") in ("yes", "no")
     scored = []
     for spans in _spans(prediction, context):
         found = [best for a, b in spans
-                 if (best := _best_sentence(context.text, a, b, answer_words, question_words)) is not None]
+                 if (best := _best_sentence(context.text, a, b, answer_words, question_words)) is not None
+                 and states(_words(context.text[best[1]:best[2]]), answer_words, question_words, yes_no=yes_no)]
         scored += sorted(found, key=lambda s: (-s[0], s[1]))[:WINDOWS_KEPT] if len(spans) > 1 else found
     scored.sort(key=lambda s: (-s[0], s[1]))
     return [_citation(context, start, end) for _, start, end in scored]
+
+
+def cited(prediction: Prediction, context: LocatedContext, question: str) -> tuple[list[Citation], str | None]:
+    """:func:`cite`'s citations, and :data:`NOT_STATED` when there are none although chunks were read."""
+    citations = cite(prediction, context, question)
+    return citations, NOT_STATED if not citations and prediction.chunks_used else None
 
 
 def _spans(prediction: Prediction, context: LocatedContext) -> list[list[tuple[int, int]]]:
@@ -48,6 +67,16 @@ def _spans(prediction: Prediction, context: LocatedContext) -> list[list[tuple[i
             spans = [(chunk.start + a, chunk.start + b) for a, b in word_windows(chunk.text, WINDOW_WORDS)]
         out.append([context.clip(a, b) for a, b in spans])
     return out
+
+
+def states(sentence: set[str], answer: set[str], question: set[str], *, yes_no: bool = False) -> bool:
+    """Whether a sentence (its words) states the answer: all of a one- or two-word answer's words, or
+    :data:`ANSWER_WORDS_STATED` of a longer one's; for a yes/no answer (whose words no text holds), half
+    the question's words."""
+    if yes_no or not answer:
+        return bool(question) and len(sentence & question) >= math.ceil(len(question) / 2)
+    need = len(answer) if len(answer) <= 2 else math.ceil(ANSWER_WORDS_STATED * len(answer))
+    return len(sentence & answer) >= need
 
 
 def _best_sentence(text: str, start: int, end: int, answer: set[str],

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.confidence import current_calibration
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, RagfunnelError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.speed import SpeedProfile, speed_of
@@ -48,6 +48,7 @@ from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
 from ragfunnel.prompts import answer_tokens, build_prompt, check_task, prompt_prefix
+from ragfunnel.text.chunking import CHUNK_WORDS
 from ragfunnel.types import Prediction, StageTrace, Trace
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,7 @@ class Auto:
         task: str = "qa",
         budget: int = 1500,
         stage1_budget: int | None = None,
-        chunk_words: int = 300,
+        chunk_words: int = CHUNK_WORDS,
         samples: int = 5,
         seed: int = 0,
         max_tokens: int | None = None,
@@ -279,18 +280,31 @@ class Auto:
                             detail={"chose": plan.method, "predicted_seconds": plan.predicted_seconds,
                                     "why": plan.why, "prefer": self.prefer, "ladder": list(plan.ladder)})
         stages, rungs, best, chosen = [choose], [], None, plan.method
+        read: set[int] = set()  # chunk positions some rung has read
         todo, stopped = [plan.method, *plan.ladder], "no rung left"
         while todo:
             name = todo.pop(0)
             began = time.perf_counter()
-            p = self.candidates[name].run(question, context, choices=choices)
-            stages += [replace(s, detail={**s.detail, "rung": name}) for s in p.trace.stages]
-            rungs.append({"method": name, "answer": p.answer, "confidence": p.confidence,
-                          "seconds": round(time.perf_counter() - began, 3)})
-            if best is None or (p.confidence or 0.0) > (best.confidence or 0.0):
-                best, chosen = p, name
+            try:
+                p, ran = self._rung(name, question, context, choices=choices, read=read)
+            except RagfunnelError as e:
+                if best is None:
+                    raise
+                rungs.append({"method": name, "failed": str(e), "seconds": round(time.perf_counter() - began, 3)})
+                stopped = f"{name} failed ({e}); the answer already made is kept"
+                break
+            stages += [replace(s, detail={**s.detail, "rung": name}) for s in ran]
+            record = {"method": name, "seconds": round(time.perf_counter() - began, 3)}
+            if p is None:
+                rungs.append({**record, "skipped": "it would read no chunk the rungs before it did not"})
+            else:
+                added = sorted(self._positions(name, p, context) - read)
+                read |= self._positions(name, p, context)
+                rungs.append({**record, "answer": p.answer, "confidence": p.confidence, "added_chunks": added})
+                if best is None or (p.confidence or 0.0) > (best.confidence or 0.0):
+                    best, chosen = p, name
             if todo:
-                why = self._climb(replace(plan, ladder=tuple(todo)), p.confidence, name,
+                why = self._climb(replace(plan, ladder=tuple(todo)), best.confidence, chosen,
                                   time.perf_counter() - started)
                 if why is not None:
                     stopped = why
@@ -299,3 +313,29 @@ class Auto:
         stages.append(StageTrace(name="escalate", n_in=len(rungs), n_out=1,
                                  detail={"rungs": rungs, "answered_by": chosen, "stopped": stopped}))
         return replace(best, method=f"auto:{chosen}", trace=Trace(stages))
+
+    def _rung(self, name: str, question: str, context: str, *, choices: list[str] | None,
+              read: set[int]) -> tuple[Prediction | None, list[StageTrace]]:
+        """One rung's prediction and stages, or None (with the stages it ran) when it would read no chunk that
+        an earlier rung did not: LC once every chunk was read, FB-RAG when its drafts chose none new (its
+        strong model then never answers)."""
+        if name == "lc" and read and read >= self._positions("lc", None, context):
+            return None, []
+        if name != "fb" or not read:
+            p = self.candidates[name].run(question, context, choices=choices)
+            return p, p.trace.stages
+        question, chunks = prepare(question, context, words=self.fb.chunk_words)
+        light, strong = self.fb.checked(question, chunks)
+        final, lookup = self.fb.select(question, chunks, light=light, strong=strong, choices=choices,
+                                       context_tokens=total_tokens(chunks, strong))
+        if {sc.chunk.position for sc in final} <= read:
+            return None, lookup.stages
+        p = self.fb.answer_from(question, chunks, final, lookup, strong=strong, choices=choices)
+        return p, p.trace.stages
+
+    def _positions(self, name: str, p: Prediction | None, context: str) -> set[int]:
+        """The chunk positions (in the ``chunk_words`` windows every rung shares) a rung's answer read; LC
+        reads them all."""
+        if name == "lc":
+            return set(range(len(prepare("?", context, words=self.fb.chunk_words)[1])))
+        return {sc.chunk.position for sc in p.chunks_used}

@@ -13,8 +13,8 @@ from ragfunnel.confidence import assess
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, prompt_prefix, task_kind
-from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import rank
+from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context, chunk_words
 from ragfunnel.text.hygiene import clean_text
 from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace
@@ -213,13 +213,14 @@ class Retrieval:
 def retrieve_by_query(
     question: str, chunks: list[Chunk], *, budget: int, llm: LLM, stage: str = "retrieve"
 ) -> Retrieval:
-    """BM25(chunk; question) top chunks within ``budget`` tokens of ``llm``, in document order.
+    """The top chunks for ``question`` under the shared ranking (:func:`ragfunnel.retrieve.ranking.question_scores`:
+    BM25 and MiniLM) within ``budget`` tokens of ``llm``, in document order.
 
     When the whole context already fits the budget nothing is dropped and the trace says so.
     """
     started = time.perf_counter()
     whole = total_tokens(chunks, llm)
-    scores = BM25Index([c.text for c in chunks]).score([question])[0]
+    scores = question_scores(question, chunks)
     if whole <= budget:
         kept = [ScoredChunk(c, float(s)) for c, s in zip(chunks, scores, strict=True)]
         detail = {"skipped": f"the whole context ({whole} tokens) fits the budget ({budget}); no retrieval needed"}

@@ -7,13 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.documents import LocatedContext, SourceDocument, cite
+from ragfunnel.documents import LocatedContext, SourceDocument, cited
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import check_question
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.funnel import open_funnel
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker
+from ragfunnel.text.chunking import CHUNK_WORDS
 from ragfunnel.types import Prediction, Trace
 
 
@@ -35,7 +36,7 @@ class CorpusFBRAG:
         budget: int = 1500,
         stage1_budget: int | None = None,
         samples: int = 5,
-        chunk_words: int = 300,
+        chunk_words: int = CHUNK_WORDS,
         seed: int = 0,
     ):
         self.index, self.retriever = open_funnel(index, pre_ranker=pre_ranker, post_ranker=None,
@@ -51,6 +52,6 @@ class CorpusFBRAG:
                                        for d in documents])
         prediction = self.fb.run(question, located.text, choices=choices)
         prediction.trace = Trace([retrieval, pre_ranking, *prediction.trace.stages])
-        prediction.citations = cite(prediction, located, question)
+        prediction.citations, prediction.citation_note = cited(prediction, located, question)
         return prediction
 

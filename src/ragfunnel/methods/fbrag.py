@@ -1,13 +1,14 @@
 """FB-RAG (forward-backward RAG): a light model's drafts decide which chunks the strong model reads.
 
-Stage I   recall: BM25(chunk; question) keeps a large context C^I (``stage1_budget`` tokens).
+Stage I   recall: the shared ranking S(c; q) (BM25 and MiniLM, :func:`~ragfunnel.retrieve.ranking.question_scores`)
+          keeps a large context C^I (``stage1_budget`` tokens).
 Stage II  precision: the light model reads C^I in document order and samples K
           "Rationale: ... Answer: ..." drafts (decoded together, sharing the prompt's KV state).
           ``draft_from="warm"`` (default) drafts from the whole document instead when the light
           model already holds its state, or when reading it whole costs little more than C^I — and
           keeps that state for later questions (Stage I exists only to save the light model's
           reading). Every chunk of the *full* context is scored
-          S_FB(c) = η_B·S(c; q) + η_F·max_k S(c; draft_k), S = BM25, each query max-normalised.
+          S_FB(c) = η_B·S(c; q) + η_F·max_k B(c; draft_k), B = BM25, each query max-normalised.
 Stage III generation: the strong model answers from the top chunks within ``budget`` tokens,
           in document order.
 """
@@ -40,6 +41,8 @@ from ragfunnel.methods.base import (
 from ragfunnel.prompts import answer_tokens, build_prompt, check_task, parse_sample, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import check_fusion, forward_backward_scores
+from ragfunnel.retrieve.ranking import question_scores
+from ragfunnel.text.chunking import CHUNK_WORDS
 from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace
 
 log = logging.getLogger(__name__)
@@ -90,7 +93,7 @@ class FBRAG:
         task: str = "qa",
         stage1_budget: int | None = None,
         budget: int = 1500,
-        chunk_words: int = 300,
+        chunk_words: int = CHUNK_WORDS,
         samples: int = 5,
         eta_forward: float = 0.5,
         eta_backward: float = 0.5,
@@ -176,12 +179,7 @@ class FBRAG:
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, chunks = prepare(question, context, words=self.chunk_words)
-        light, strong = resolve(self.light), resolve(self.strong)
-        check_fits(strong, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
-        check_fits(light, budget=self.stage1_budget, task=self.task, question=question,
-                   max_tokens=self.sample_max_tokens)
-        check_budget(chunks, budget=self.budget, llm=strong)  # before any model generates
-
+        light, strong = self.checked(question, chunks)
         whole = total_tokens(chunks, strong)
         if whole <= self.budget:
             note = {"skipped": f"the whole context ({whole} tokens) fits the final budget ({self.budget}); "
@@ -190,12 +188,32 @@ class FBRAG:
             gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain",
                                   question=question, chunks=chunks, choices=choices, max_tokens=self.max_tokens)
             return as_prediction(self.name, gen, [ScoredChunk(c, 1.0) for c in chunks], [skip, gen.stage])
+        final, lookup = self.select(question, chunks, light=light, strong=strong, choices=choices,
+                                    context_tokens=whole)
+        return self.answer_from(question, chunks, final, lookup, strong=strong, choices=choices)
 
-        lookup = self.forward_lookup(question, chunks, light=light, choices=choices, context_tokens=whole)
+    def checked(self, question: str, chunks: list[Chunk]) -> tuple[LLM, LLM]:
+        """The light and strong models, once both budgets are known to fit their windows and the final
+        budget to hold a chunk: before any model generates."""
+        light, strong = resolve(self.light), resolve(self.strong)
+        check_fits(strong, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
+        check_fits(light, budget=self.stage1_budget, task=self.task, question=question,
+                   max_tokens=self.sample_max_tokens)
+        check_budget(chunks, budget=self.budget, llm=strong)
+        return light, strong
 
-        # Stage III: the strong model answers from the precise context, in document order.
+    def select(self, question: str, chunks: list[Chunk], *, light: LLM, strong: LLM,
+               choices: list[str] | None = None, context_tokens: int | None = None) -> tuple[list[ScoredChunk], Lookup]:
+        """Stages I and II, and the chunks Stage III reads: the best by the fused scores within ``budget``
+        tokens of ``strong``, in document order."""
+        lookup = self.forward_lookup(question, chunks, light=light, choices=choices, context_tokens=context_tokens)
         log.info("stage II done in %.1fs; %s answers", lookup.stages[-1].seconds, strong.name)
         final = select_within_budget(chunks, lookup.fused, budget=self.budget, llm=strong, tiebreak=lookup.backward)
+        return final, lookup
+
+    def answer_from(self, question: str, chunks: list[Chunk], final: list[ScoredChunk], lookup: Lookup, *,
+                    strong: LLM, choices: list[str] | None = None) -> Prediction:
+        """Stage III: the strong model answers from the precise context, in document order."""
         gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
                               chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
                               detail={"budget": self.budget})
@@ -204,13 +222,13 @@ class FBRAG:
 
     def forward_lookup(self, question: str, chunks: list[Chunk], *, light: LLM, choices: list[str] | None = None,
                        context_tokens: int | None = None) -> Lookup:
-        """Stages I and II: BM25 keeps ``stage1_budget`` tokens of ``chunks`` by the question; the light model
-        drafts K answers from them (or from the whole document, see ``draft_from``); every chunk is scored
+        """Stages I and II: the shared ranking keeps ``stage1_budget`` tokens of ``chunks`` by the question; the
+        light model drafts K answers from them (or from the whole document, see ``draft_from``); every chunk is scored
         again against the drafts and fused with its question score."""
         # Stage I: recall-focused retrieval with the question alone.
         started = time.perf_counter()
         index = BM25Index([c.text for c in chunks])
-        backward = index.score([question])[0]
+        backward = question_scores(question, chunks)
         recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
         stage1 = StageTrace(name="stage1_recall", seconds=time.perf_counter() - started, n_in=len(chunks),
                             n_out=len(recall), detail={"budget": self.stage1_budget, "context_tokens": context_tokens})

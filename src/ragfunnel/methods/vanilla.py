@@ -1,4 +1,4 @@
-"""Vanilla RAG: BM25 top chunks within a token budget, best first."""
+"""Vanilla RAG: the top chunks under the shared ranking (BM25 and MiniLM) within a token budget, best first."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from ragfunnel.methods.base import (
     retrieve_by_query,
 )
 from ragfunnel.prompts import answer_tokens, check_task
+from ragfunnel.text.chunking import CHUNK_WORDS
 from ragfunnel.types import Prediction
 
 
 class VanillaRAG:
-    """Retrieve by BM25(chunk; question), show chunks in score order, answer with the strong model."""
+    """Retrieve by the shared ranking, show chunks in score order, answer with the strong model."""
 
     name = "vanilla"
     keep_document_order = False
@@ -27,7 +28,7 @@ class VanillaRAG:
         strong: str | LLM = DEFAULT_STRONG,
         task: str = "qa",
         budget: int = 1500,
-        chunk_words: int = 300,
+        chunk_words: int = CHUNK_WORDS,
         max_tokens: int | None = None,
     ):
         self.strong = strong

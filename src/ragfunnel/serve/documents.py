@@ -23,11 +23,12 @@ from ragfunnel.methods.base import join_chunks
 from ragfunnel.prompts import prompt_prefix
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.fusion import max_normalize
+from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context
-from ragfunnel.text.chunking import chunk_words
+from ragfunnel.text.chunking import CHUNK_WORDS, chunk_words
 from ragfunnel.types import Prediction
 
-DEFAULT_CHUNK_WORDS = 300  # the methods' default: the prefill must read the text exactly as they will
+DEFAULT_CHUNK_WORDS = CHUNK_WORDS  # the methods' default: the prefill must read the text exactly as they will
 
 
 @dataclass
@@ -108,7 +109,7 @@ def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None
 
 def chunk_view(located: LocatedContext, prediction: Prediction, *, question: str,
                chunk_words_: int | None = None) -> list[dict]:
-    """Each chunk of the text with its question score (BM25, max-normalised), its draft score (the best
+    """Each chunk of the text with its question score (the shared ranking's, max-normalised), its draft score (the best
     over the drafts, max-normalised; None without drafts), whether the answering model read it, and where
     it lies (file, page or chapter)."""
     size = chunk_words_ or DEFAULT_CHUNK_WORDS
@@ -116,14 +117,14 @@ def chunk_view(located: LocatedContext, prediction: Prediction, *, question: str
     if not chunks:
         raise InputError("the document has no words")
     index = BM25Index([c.text for c in chunks])
-    question_scores = max_normalize(index.score([question]))[0]
+    by_question = max_normalize(question_scores(question, chunks))[0]
     drafts = [f"{s.rationale} {s.answer}" for s in prediction.samples]
     draft_scores = max_normalize(index.score(drafts)).max(axis=0) if drafts else None
     read = {sc.chunk.position for sc in prediction.chunks_used}
     if any(sc.chunk.n_words > size for sc in prediction.chunks_used):  # long context reads the text whole
         read = {c.position for c in chunks}
     return [{"position": c.position, "text": c.text,
-             "question_score": round(float(question_scores[i]), 4),
+             "question_score": round(float(by_question[i]), 4),
              "draft_score": None if draft_scores is None else round(float(np.asarray(draft_scores)[i]), 4),
              "read": c.position in read, "start": c.start, "where": _where(located, c.start or 0)}
             for i, c in enumerate(chunks)]

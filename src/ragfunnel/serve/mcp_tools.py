@@ -117,7 +117,8 @@ def build_server(state: ToolState) -> MCPServer:
         except RagfunnelError as e:
             raise refused(e) from None
         return {"answer": prediction.answer, "method": prediction.method, "confidence": prediction.confidence,
-                "citations": [c.to_dict() for c in prediction.citations],
+                "supported": prediction.supported, "citations": [c.to_dict() for c in prediction.citations],
+                "citation_note": prediction.citation_note,
                 "seconds": round(prediction.trace.seconds, 3)}
 
     @server.tool()

@@ -143,8 +143,9 @@ def _usage(result: dict[str, Any]) -> dict[str, int]:
 
 
 def _extra(result: dict[str, Any]) -> dict[str, Any]:
-    return {"method": result["method"], "confidence": result.get("confidence"), "signals": result.get("signals", {}),
-            "citations": result.get("citations", []), "trace": result["trace"]}
+    return {"method": result["method"], "confidence": result.get("confidence"), "supported": result.get("supported"),
+            "signals": result.get("signals", {}), "citations": result.get("citations", []),
+            "citation_note": result.get("citation_note"), "trace": result["trace"]}
 
 
 def completion(result: dict[str, Any], model: str) -> dict[str, Any]:

@@ -16,6 +16,10 @@ FILE_SEPARATOR = "\x1c"
 _SEPARATOR = re.compile(FILE_SEPARATOR)
 
 
+# Words per chunk, every method's default. Chunks of 100 words put the evidence within a 1,500-token budget
+# more often than 150- or 300-word ones (more, smaller pieces from more places; benchmarks/evidence_recall.py).
+CHUNK_WORDS = 100
+
 def count_words(text: str) -> int:
     """Words (word units), counted as the chunker counts them."""
     return len(WORD_UNIT.findall(text))
@@ -39,7 +43,7 @@ def word_windows(text: str, words: int) -> list[tuple[int, int]]:
     return windows
 
 
-def chunk_words(text: str, *, chunk_words: int = 300, doc_id: str = "context") -> list[Chunk]:
+def chunk_words(text: str, *, chunk_words: int = CHUNK_WORDS, doc_id: str = "context") -> list[Chunk]:
     """Split ``text`` into windows of ``chunk_words`` words (word units: a Chinese character is one).
 
     Each chunk's text is the exact slice of ``text`` from its first word to its last,

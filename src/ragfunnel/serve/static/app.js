@@ -111,12 +111,15 @@ async function ask(body, onToken) {
 function showConfidence(result) {
   const box = $("confidence");
   box.hidden = result.confidence === null || result.confidence === undefined;
-  if (box.hidden) return;
+  if (box.hidden) { $("caution").hidden = true; return; }
   const c = result.confidence;
   const bar = $("confidence-bar");
   bar.style.width = `${Math.round(100 * c)}%`;
   bar.className = c < 0.4 ? "low" : c < 0.7 ? "mid" : "high";
   $("confidence-value").textContent = c.toFixed(2);
+  $("caution").hidden = result.supported !== false;
+  $("caution").textContent = `Unsupported: confidence ${c.toFixed(2)} is low; this answer is more likely wrong `
+    + "than right. Check the citations, or ask again with prefer quality or a stronger model.";
   $("signals").textContent = Object.entries(result.signals || {}).map(([k, v]) => `${k} ${v}`).join(" · ");
   const climb = result.trace.stages.find((s) => s.name === "escalate");
   $("rungs").replaceChildren(...(climb ? [
@@ -132,6 +135,8 @@ function showConfidence(result) {
 
 // Each citation as a link: its file, page or chapter, and quote; a click scrolls to the passage and marks it.
 function showCitations(result) {
+  $("uncited").hidden = !result.citation_note;
+  $("uncited").textContent = result.citation_note || "";
   $("citations").replaceChildren(...(result.citations || []).map((c) => {
     const li = document.createElement("li");
     const a = document.createElement("a");

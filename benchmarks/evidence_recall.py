@@ -1,0 +1,156 @@
+"""Which ranking puts the evidence within the budget? Evidence recall of chunk rankings, with no LLM.
+
+For every question the context is cut into chunks, each ranking scores them, the best are kept within
+``--budget`` tokens of the strong model's tokenizer (as OP-RAG keeps them), and the question counts as
+*evidence read* when a kept chunk holds a reference answer or every supporting passage was touched
+(:func:`ragfunnel.metrics.evidence_read`, the number ``eval`` reports). Rankings:
+
+``bm25``        BM25 over the question (OP-RAG and FB-RAG Stage I before issue [2/4])
+``dense``       the bundled MiniLM's cosine, each chunk scored by its best ~100-word window
+``rrf``         reciprocal-rank fusion of bm25 and dense (k = 60)
+``hybrid``      max-normalised bm25 plus dense's cosine rescaled to [0, 1] over the chunks, equal weights
+``+nb``         a ranking with neighbour expansion: each chunk's score raised to half its best neighbour's
+``+prf``        a ranking with feedback: the terms marking its two best chunks that few other chunks share
+                (a bridge entity) searched for again, added at half weight
+
+each at ``--chunk-words`` 300 and at the smaller sizes given. Settings: HotpotQA and MuSiQue train questions
+(HippoRAG's files) and AMOR's HotpotQA, each hidden among its corpus' passages to ``--context-words``; and
+the LongBench dev documents in English (only answers found word for word can be judged there).
+
+    .venv/bin/python benchmarks/evidence_recall.py --examples 100 --out benchmarks/results/evidence_recall
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from datetime import date
+from pathlib import Path
+
+from ragfunnel.corpus import load_corpus
+from ragfunnel.eval.datasets import load_dataset
+from ragfunnel.eval.long_context import lengthen
+from ragfunnel.eval.runner import gold_word_spans
+from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.methods.base import select_within_budget
+from ragfunnel.metrics import evidence_read, gold_recall
+from ragfunnel.retrieve.ranking import RANKINGS, bm25_scores, dense_scores, fuse, needs_dense
+from ragfunnel.text import chunk_words
+from ragfunnel.types import Example
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+HOTPOT_CORPUS = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train_corpus.json"
+MULTIHOP = {
+    "hotpotqa": (SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json", HOTPOT_CORPUS),
+    "musique": (SHARED / "musique_train_hipporag" / "musique_train.json",
+                SHARED / "musique_train_hipporag" / "musique_train_corpus.json"),
+    "hotpotqa_amor": (SHARED / "hotpotqa_train_amor" / "hotpotqa_train100_amor.jsonl", HOTPOT_CORPUS),
+}
+LONGBENCH = [SHARED / "longbench_minilongbench_dev" / f"{name}.jsonl"
+             for name in ("qasper", "multifieldqa_en", "narrativeqa")]
+
+
+def settings(n: int, context_words: int) -> dict[str, list[Example]]:
+    out = {}
+    for name, (questions, corpus) in MULTIHOP.items():
+        pool = load_corpus(corpus)
+        out[name] = [lengthen(e, pool, target_words=context_words) for e in load_dataset(questions, limit=n).examples]
+    out["longbench"] = [e for path in LONGBENCH for e in load_dataset(path, format="longbench", limit=n).examples]
+    return out
+
+
+def judged(example: Example, kept_positions: list[int], chunks, window: int) -> bool | None:
+    spans = gold_word_spans(example)
+    recall = None
+    if spans is not None:
+        used = [(chunks[i].position * window, chunks[i].position * window + chunks[i].n_words) for i in kept_positions]
+        recall = gold_recall(used, spans)
+    return evidence_read([chunks[i].text for i in kept_positions], [c.text for c in chunks], example.answers, recall)
+
+
+def measure(examples: dict[str, list[Example]], *, rankings: list[str], sizes: list[int], budget: int) -> dict:
+    strong = resolve(DEFAULT_STRONG)
+    results: dict = {}
+    for window in sizes:
+        for name, rows in examples.items():
+            per_ranking: dict[str, list[bool | None]] = {r: [] for r in rankings}
+            seconds: dict[str, float] = {r: 0.0 for r in rankings}
+            for e in rows:
+                chunks = chunk_words(e.context or "", chunk_words=window)
+                began = time.perf_counter()
+                bm25 = bm25_scores(e.question, chunks)
+                bm25_seconds = time.perf_counter() - began
+                dense = dense_scores(e.question, chunks) if any(map(needs_dense, rankings)) else None
+                dense_seconds = time.perf_counter() - began - bm25_seconds
+                for r in rankings:
+                    scores = fuse(r, bm25, dense, question=e.question, chunks=chunks)
+                    seconds[r] += bm25_seconds + (dense_seconds if needs_dense(r) else 0.0)
+                    kept = select_within_budget(chunks, scores, budget=budget, llm=strong)
+                    per_ranking[r].append(judged(e, [sc.chunk.position for sc in kept], chunks, window))
+            for r, verdicts in per_ranking.items():
+                known = [v for v in verdicts if v is not None]
+                results.setdefault(f"{r}@{window}", {})[name] = {
+                    "evidence_read": sum(known), "n": len(known),
+                    "recall": round(100 * sum(known) / len(known), 1) if known else None,
+                    "mean_ms": round(1000 * seconds[r] / max(len(rows), 1), 1),
+                    "verdicts": verdicts,
+                }
+            print(f"{window:>4} words  {name:<14}" + "  ".join(
+                f"{r} {results[f'{r}@{window}'][name]['recall']}" for r in rankings), flush=True)
+    return results
+
+
+def paired(results: dict, a: str, b: str) -> dict:
+    """Questions where ``b`` read the evidence and ``a`` did not, and the reverse, over every setting."""
+    gain = loss = n = 0
+    for name in results[a]:
+        for x, y in zip(results[a][name]["verdicts"], results[b][name]["verdicts"], strict=True):
+            if x is None or y is None:
+                continue
+            n += 1
+            gain += bool(y and not x)
+            loss += bool(x and not y)
+    return {"n": n, "b_only": gain, "a_only": loss, "difference_points": round(100 * (gain - loss) / n, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--examples", type=int, default=100, help="questions per setting")
+    parser.add_argument("--context-words", type=int, default=3000)
+    parser.add_argument("--budget", type=int, default=1500)
+    parser.add_argument("--sizes", default="300,200,150,100", help="chunk sizes in words")
+    parser.add_argument("--rankings", default=",".join(RANKINGS))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/evidence_recall"))
+    args = parser.parse_args()
+    examples = settings(args.examples, args.context_words)
+    rankings = args.rankings.split(",")
+    results = measure(examples, rankings=rankings, sizes=[int(s) for s in args.sizes.split(",")],
+                      budget=args.budget)
+    overall = {}
+    for key, per in results.items():
+        read = sum(v["evidence_read"] for v in per.values())
+        n = sum(v["n"] for v in per.values())
+        overall[key] = {"recall": round(100 * read / n, 1), "n": n,
+                        "mean_ms": round(statistics.mean(v["mean_ms"] for v in per.values()), 1)}
+    baseline = "bm25@300"
+    comparisons = {key: paired(results, baseline, key) for key in results if key != baseline}
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {"date": str(date.today()), "machine": platform.machine(), "budget": args.budget,
+               "context_words": args.context_words, "examples_per_setting": args.examples,
+               "overall": overall, "against_bm25@300": comparisons,
+               "per_setting": {k: {s: {f: v for f, v in d.items() if f != "verdicts"} for s, d in per.items()}
+                               for k, per in results.items()}}
+    (args.out / "evidence_recall.json").write_text(json.dumps(summary, indent=1))
+    (args.out / "verdicts.json").write_text(json.dumps({k: {s: d["verdicts"] for s, d in per.items()}
+                                                        for k, per in results.items()}))
+    for key, v in sorted(overall.items(), key=lambda kv: -kv[1]["recall"]):
+        c = comparisons.get(key, {})
+        print(f"{key:<16} {v['recall']:5.1f}%  n={v['n']}  {v['mean_ms']:7.1f} ms/question  "
+              f"vs bm25@300: +{c.get('b_only', 0)} -{c.get('a_only', 0)}")
+
+
+if __name__ == "__main__":
+    main()
