@@ -39,6 +39,7 @@ from pathlib import Path
 from ragfunnel.confidence.calibration import SHIPPED
 from ragfunnel.confidence.fitting import fit_calibration
 from ragfunnel.confidence.measures import auroc, coverage_curve, expected_calibration_error, is_right
+from ragfunnel.confidence.signals import EXPECTED_DIRECTION
 from ragfunnel.corpus import load_corpus
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.long_context import lengthen
@@ -172,17 +173,70 @@ def _paired(rows: list[tuple[str, EvalRow]]) -> dict[str, dict[str, EvalRow]]:
     return {q: by_method for q, by_method in questions.items() if "op" in by_method and "fb" in by_method}
 
 
-def analyse(out: Path, *, ship: bool) -> dict:
+def stable_signals(rows: list[EvalRow]) -> set[str]:
+    """The signals that alone separate right from wrong, in the direction expected of them, by at least
+    :data:`MIN_SIGNAL_SEPARATION` on both halves of ``rows`` (split by a second hash of the question id)."""
+    halves = [[r for r in rows if hashlib.sha256(f"half:{r.example_id}".encode()).digest()[0] % 2 == k]
+              for k in (0, 1)]
+    kept = None
+    for half in halves:
+        here = {name for name, v in signal_aurocs(half).items()
+                if EXPECTED_DIRECTION.get(name, 1) * (v["auroc"] - 0.5) >= MIN_SIGNAL_SEPARATION}
+        kept = here if kept is None else kept & here
+    return kept or set()
+
+
+def supported_report(conf: list[float], rows: list[EvalRow], supported_at: float) -> dict:
+    """How the ``supported`` flag splits ``rows``: the share flagged, and how often each side is right."""
+    flagged = [r for c, r in zip(conf, rows, strict=True) if c < supported_at]
+    kept = [r for c, r in zip(conf, rows, strict=True) if c >= supported_at]
+    share = lambda rs: round(sum(bool(is_right(r.metrics)) for r in rs) / len(rs), 3) if rs else None  # noqa: E731
+    return {"supported_at": supported_at, "flagged": len(flagged), "n": len(rows),
+            "right_when_flagged": share(flagged), "right_when_supported": share(kept)}
+
+
+def evidence_report(rows: list[EvalRow]) -> dict:
+    """Evidence recall at the budget, and the wrong answers split by whether the evidence was read."""
+    known = [r for r in rows if r.evidence_read is not None]
+    wrong = [r for r in known if not is_right(r.metrics)]
+    return {"evidence_recall": round(100 * sum(r.evidence_read for r in known) / len(known), 1) if known else None,
+            "n": len(known), "wrong": len(wrong), "wrong_evidence_not_read": sum(not r.evidence_read for r in wrong),
+            "wrong_evidence_read": sum(bool(r.evidence_read) for r in wrong)}
+
+
+def paired_with(baseline: Path, rows: list[tuple[str, EvalRow]], method: str = "op") -> dict:
+    """This run's ``method`` rows against ``baseline``'s on the same questions (same setting and id)."""
+    before = {(s, r.example_id): r for s, r in load_rows(baseline) if r.method == method}
+    pairs = [(before[(s, r.example_id)], r) for s, r in rows if r.method == method and (s, r.example_id) in before]
+    if not pairs:
+        return {}
+    diffs = [quality(new) - quality(old) for old, new in pairs]
+    return {"n": len(pairs), "before": round(100 * statistics.mean(quality(o) for o, _ in pairs), 1),
+            "after": round(100 * statistics.mean(quality(n) for _, n in pairs), 1),
+            "wins": sum(d > 0 for d in diffs), "ties": sum(d == 0 for d in diffs), "losses": sum(d < 0 for d in diffs),
+            "mean_difference": round(100 * statistics.mean(diffs), 1),
+            "standard_error": (round(100 * statistics.stdev(diffs) / math.sqrt(len(diffs)), 1)
+                               if len(diffs) > 1 else None),
+            "seconds_before": round(statistics.mean(o.seconds for o, _ in pairs), 2),
+            "seconds_after": round(statistics.mean(n.seconds for _, n in pairs), 2),
+            "evidence_before": evidence_report([o for o, _ in pairs]),
+            "evidence_after": evidence_report([n for _, n in pairs])}
+
+
+def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), baseline: Path | None = None) -> dict:
     rows = load_rows(out)
     fit = [(s, r) for s, r in rows if not held_out(r.example_id)]
     report = [(s, r) for s, r in rows if held_out(r.example_id)]
+    # Rows of other runs join the fit half only for questions on its side of the split: a held-out question
+    # is never fitted on, whichever method answered it.
+    fit += [(s, r) for d in extra_fit for s, r in load_rows(d) if not held_out(r.example_id)]
     weights = {role: resolve(spec).fingerprint for role, spec in (("strong", DEFAULT_STRONG), ("light", DEFAULT_LIGHT))}
     fitted_on = (f"benchmarks/confidence.py, fit half: {len(fit)} rows of the bundled models on HotpotQA, MuSiQue "
                  f"and LongBench dev ({date.today()})")
     # Two candidate feature sets, chosen between on the fit half alone (cross-validated AUROC of the default
-    # model): every signal, or only those that alone separate right from wrong on the fit half.
+    # model): every signal, or only those that alone separate right from wrong on both halves of the fit half.
     alone = signal_aurocs([r for _, r in fit])
-    informative = {name for name, v in alone.items() if abs(v["auroc"] - 0.5) >= MIN_SIGNAL_SEPARATION}
+    informative = stable_signals([r for _, r in fit])
     candidates = {}
     for label, keep in (("all signals", None), ("informative signals", informative)):
         candidates[label] = fit_calibration(
@@ -213,6 +267,12 @@ def analyse(out: Path, *, ship: bool) -> dict:
             "confidence_cost_share": round(statistics.median(spent), 4) if spent else None,
             "signals": signal_aurocs(mine),
             "median_seconds": round(statistics.median(r.seconds for r in mine), 2),
+            "mean_seconds": round(statistics.mean(r.seconds for r in mine), 2),
+            "top_half_ratio": round(half / curve[-1][1], 2) if curve[-1][1] else None,
+            "supported": supported_report(conf, mine, calibration.supported_at),
+            "risk_coverage": [[round(k, 2), round(100 * q, 1)] for k, q in curve
+                              if any(abs(k - t / 10) < 0.5 / len(curve) for t in range(1, 11))],
+            "evidence": evidence_report(mine),
         }
     conf_of = lambda row: calibration.confidence(row.method, row.signals)  # noqa: E731
     # Thresholds are chosen on the fit half (confidence in-sample there) and only reported on the other.
@@ -229,6 +289,10 @@ def analyse(out: Path, *, ship: bool) -> dict:
         result["single"] = {m: round(100 * statistics.mean(quality(rows[m]) for rows in both.values()), 1)
                             for m in ("op", "fb")}
         result["op_mean_seconds"] = round(statistics.mean(rows["op"].seconds for rows in both.values()), 2)
+    if baseline is not None:
+        result["against_baseline"] = paired_with(baseline, rows)
+    result["evidence_all_rows"] = {m: evidence_report([r for _, r in rows if r.method == m]) for m in METHODS
+                                   if any(r.method == m for _, r in rows)}
     if ship:
         calibration.save(SHIPPED)
     (out / "confidence.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -244,6 +308,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/confidence"))
     parser.add_argument("--analyse-only", action="store_true", help="only analyse the rows already written")
     parser.add_argument("--ship", action="store_true", help="write the fitted calibration into the package")
+    parser.add_argument("--extra-fit", type=Path, action="append", default=[],
+                        help="another run directory whose fit-half rows join the fit (repeatable)")
+    parser.add_argument("--baseline", type=Path, help="a run directory whose OP rows this run's are paired with")
     args = parser.parse_args()
     if not SHARED.exists():
         parser.error(f"shared data not found at {SHARED}")
@@ -251,7 +318,7 @@ def main() -> None:
         collect(args.out, settings=[s.strip() for s in args.settings.split(",") if s.strip()],
                 methods=[m.strip() for m in args.methods.split(",") if m.strip()], n=args.examples,
                 context_words=args.context_words)
-    print(json.dumps(analyse(args.out, ship=args.ship), indent=2))
+    print(json.dumps(analyse(args.out, ship=args.ship, extra_fit=args.extra_fit, baseline=args.baseline), indent=2))
 
 
 if __name__ == "__main__":

@@ -12,13 +12,22 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ragfunnel.confidence.calibration import DEFAULT_MODEL, CalibrationFile, Calibrator, model_key, signal_value
+from ragfunnel.confidence.calibration import (
+    DEFAULT_MODEL,
+    SUPPORTED_AT,
+    CalibrationFile,
+    Calibrator,
+    model_key,
+    signal_value,
+)
 from ragfunnel.confidence.measures import auroc, expected_calibration_error
 from ragfunnel.confidence.signals import EXPECTED_DIRECTION
 from ragfunnel.errors import ConfigError, InputError
 
 MIN_ROWS = 30  # rows a model is fitted on, at the least (both right and wrong among them)
 FOLDS = 5  # cross-validation folds of the held-out statistics
+# An answer is flagged unsupported below the confidence under which at most this share of answers were right.
+UNSUPPORTED_RIGHT_AT_MOST = 0.25
 
 
 def fit_logistic(signals: Sequence[Mapping[str, float]], right: Sequence[bool], *, l2: float = 1.0,
@@ -133,8 +142,24 @@ def fit_calibration(rows: Sequence[Row], *, fingerprints: Mapping[str, str], fit
         models[key] = fit_logistic(signals, right, l2=l2, method=key)
         if (stats := cross_validate(signals, right, l2=l2)) is not None:
             held_out[key] = stats
+    default = models[DEFAULT_MODEL]
+    supported_at = supported_threshold([default.predict(r[1]) for r in usable], [bool(r[2]) for r in usable])
     return CalibrationFile(models=models, fingerprints=dict(fingerprints), fitted_on=fitted_on,
-                           n_rows={key: len(mine) for key, mine in groups.items()}, held_out=held_out)
+                           n_rows={key: len(mine) for key, mine in groups.items()}, held_out=held_out,
+                           supported_at=supported_at)
+
+
+def supported_threshold(confidences: Sequence[float], right: Sequence[bool], *,
+                        most_right: float = UNSUPPORTED_RIGHT_AT_MOST) -> float:
+    """The highest confidence (on a 0.05 grid up to 0.5) under which at most ``most_right`` of the answers are
+    right: answers below it are flagged unsupported. :data:`SUPPORTED_AT` when no such grid point flags any."""
+    conf, ok = np.asarray(confidences, dtype=float), np.asarray(right, dtype=bool)
+    best = None
+    for t in np.arange(0.05, 0.501, 0.05):
+        below = conf < t
+        if below.any() and ok[below].mean() <= most_right:
+            best = round(float(t), 2)
+    return SUPPORTED_AT if best is None else best
 
 
 def cross_validate(signals: Sequence[Mapping[str, float]], right: Sequence[bool], *, l2: float = 1.0,

@@ -2,9 +2,9 @@
 the sentence in it that best supports the answer (most words shared with the answer, then with the question).
 
 A chunk is cited only when its best sentence *states* the answer (:func:`states`): it holds the answer's
-words (all of a one- or two-word answer, three in five of a longer one), or, for a yes/no answer, half the
-question's words. A chunk the model read but that says nothing of the answer is not cited; when no chunk
-read states it, there are no citations, and :data:`NOT_STATED` says so where citations are shown.
+words (all of an answer of up to three words, three in five of a longer one), or, for a yes/no answer, a third of
+the question's words (two at least). A chunk the model read but that says nothing of the answer is not cited;
+when no chunk read states it, there are no citations, and :data:`NOT_STATED` says so where citations are shown.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from ragfunnel.text.chunking import word_windows
 from ragfunnel.text.scripts import HAN_CHARACTER
 from ragfunnel.types import Citation, Prediction
 
-# Sentences end at Western and at full-width (Chinese, Japanese) stops; a point before a digit is a decimal one.
-_SENTENCE = re.compile(r"(?:[^.!?。！？\n]|\.(?=\d))+(?:[.!?。！？]+[\"'”’)\]」』]*|\n|$)")
+# Sentences end at Western and at full-width (Chinese, Japanese) stops; a point before a digit is a decimal one,
+# and one after a lone capital before a capitalised word an initial ("James K. Polk").
+_SENTENCE = re.compile(r"(?:[^.!?。！？\n]|\.(?=\d)|(?<=\b[A-Z])\.(?= [A-Z]))+(?:[.!?。！？]+[\"'”’)\]」』]*|\n|$)")
 # A word: one Han character or kana (those scripts leave words unspaced), else a run of other word characters.
 _TOKEN = re.compile(rf"{HAN_CHARACTER}|(?:(?!{HAN_CHARACTER})\w)+")
 _STOP = frozenset("a an and are as at be by did do does for from had has have he her his how in is it its of on "
@@ -28,8 +29,9 @@ LONG_CHUNK_WORDS = 600  # a longer chunk (LC reads the whole text as one) is cit
 WINDOW_WORDS = 300
 WINDOWS_KEPT = 3
 QUOTE_CHARS = 400
-# The share of a longer answer's words (more than two) a sentence must hold to state it.
-ANSWER_WORDS_STATED = 0.6
+# A sentence states an answer of up to three words by holding all of them ("Kim Jong-suk" is not stated by
+# "Kim Jong-chul"), a longer one by holding this share of them.
+WHOLE_ANSWER_WORDS, ANSWER_WORDS_STATED = 3, 0.6
 NOT_STATED = "no passage read states this answer"
 
 
@@ -70,12 +72,12 @@ def _spans(prediction: Prediction, context: LocatedContext) -> list[list[tuple[i
 
 
 def states(sentence: set[str], answer: set[str], question: set[str], *, yes_no: bool = False) -> bool:
-    """Whether a sentence (its words) states the answer: all of a one- or two-word answer's words, or
-    :data:`ANSWER_WORDS_STATED` of a longer one's; for a yes/no answer (whose words no text holds), half
-    the question's words."""
+    """Whether a sentence (its words) states the answer: all the words of an answer of up to three, or
+    :data:`ANSWER_WORDS_STATED` of a longer one's; for a yes/no answer (whose words no text holds), a third of
+    the question's words, two at least (a two-part question is seldom stated in one sentence)."""
     if yes_no or not answer:
-        return bool(question) and len(sentence & question) >= math.ceil(len(question) / 2)
-    need = len(answer) if len(answer) <= 2 else math.ceil(ANSWER_WORDS_STATED * len(answer))
+        return bool(question) and len(sentence & question) >= min(len(question), max(2, math.ceil(len(question) / 3)))
+    need = len(answer) if len(answer) <= WHOLE_ANSWER_WORDS else math.ceil(ANSWER_WORDS_STATED * len(answer))
     return len(sentence & answer) >= need
 
 

@@ -3,6 +3,8 @@
 ``plain``         answer directly (LC, vanilla, OP-RAG, final generation of FB-RAG)
 ``unanswerable``  answer, or say "unanswerable" when the text lacks it (Self-Route step 1)
 ``rationale``     a short "Rationale:" line, then an "Answer:" line (FB-RAG Stage II drafts)
+``queries``       "Search:" lines naming what to look up, no answer (drafts written as search queries; measured
+                  against ``rationale`` in benchmarks/escalation.py)
 
 The structure follows the papers (what the reader is given, the text, the instruction next to
 the question, an answer cue); the wording is ragfunnel's own. Every prompt of a task starts with
@@ -60,12 +62,17 @@ _GENERIC = [
 # The generic tasks first (``--task`` lists them first), then the benchmarks' own.
 TASKS: dict[str, TaskPrompt] = {t.task: t for t in _GENERIC} | LONGBENCH_TASKS | INFBENCH_TASKS
 
-VARIANTS = ("plain", "unanswerable", "rationale")
+VARIANTS = ("plain", "unanswerable", "rationale", "queries")
 
 _UNANSWERABLE = 'If the text does not hold what is needed to answer, reply with the single word "unanswerable".'
 _RATIONALE = (
     'First write "Rationale:" and, in two or three sentences, say which parts of the text lead to the '
     'answer. Then write "Answer:" followed by the answer.'
+)
+
+_QUERIES = (
+    'Do not answer yet. Write two or three search queries, one per line, each starting with "Search:", that name '
+    "what must be looked up in the text to answer the question: the people, places, works or events it turns on."
 )
 
 
@@ -111,10 +118,11 @@ def build_prompt(
         raise ConfigError("the choice task needs its options: pass --choice once per option "
                           "(choices=[...] in Python)")
     # What to do comes after the text, beside the question, so the text's prefix is shared.
-    instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE}[variant]
+    instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE,
+                   "queries": _QUERIES}[variant]
     shown = question.rstrip() if t.question_label is None else f"{t.question_label}: {question.strip()}"
     lines = [f"{t.ask} {instruction}", shown]
     if choices:
         lines += [f"{letter}. {c}" for letter, c in zip(option_letters(choices), choices, strict=True)]
-    cue = "Rationale:" if variant == "rationale" else t.cue
+    cue = {"rationale": "Rationale:", "queries": "Search:"}.get(variant, t.cue)
     return prompt_prefix(task, context) + "\n".join(lines + [cue] if cue else lines)
