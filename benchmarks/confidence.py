@@ -47,7 +47,7 @@ from ragfunnel.eval.runner import EvalRow, load_eval, run_eval
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.registry import model_identity, set_disk_caches
 from ragfunnel.methods import make_method, options_of
-from ragfunnel.methods.auto import ESCALATE_BELOW
+from ragfunnel.methods.auto import CLIMBS
 from ragfunnel.text.chunking import CHUNK_WORDS, count_words
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -141,10 +141,9 @@ def signal_aurocs(rows: list[EvalRow]) -> dict[str, dict[str, float]]:
 def replay_auto(by_question: dict[str, dict[str, EvalRow]], confidence, prefer: str,
                 threshold: float | None = None) -> dict[str, float]:
     """``auto`` at ``prefer`` replayed from each question's rows: OP first, the next rung while the confidence
-    is under the threshold (``ESCALATE_BELOW[prefer]`` unless given), the most confident answer kept;
+    is under ``threshold`` (None: never climbs), the most confident answer kept;
     seconds add up over the rungs run."""
     ladder = {"speed": ["op"], "balanced": ["op", "fb"], "quality": ["op", "fb", "lc"]}[prefer]
-    threshold = ESCALATE_BELOW[prefer] if threshold is None else threshold
     scores, seconds, climbed = [], [], 0
     for rows in by_question.values():
         ran, best = [], None
@@ -285,7 +284,8 @@ def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), baseline: Path
         diffs = [quality(rows["fb"]) - quality(rows["op"]) for rows in both.values()]
         result["fb_vs_op"] = {"n": len(diffs), "wins": sum(d > 0 for d in diffs), "losses": sum(d < 0 for d in diffs),
                               "mean_difference": round(100 * statistics.mean(diffs), 1)}
-        result["auto"] = {prefer: replay_auto(both, conf_of, prefer) for prefer in ESCALATE_BELOW}
+        result["auto"] = {prefer: replay_auto(both, conf_of, prefer, calibration.supported_at if climbs else None)
+                          for prefer, climbs in CLIMBS.items()}
         result["single"] = {m: round(100 * statistics.mean(quality(rows[m]) for rows in both.values()), 1)
                             for m in ("op", "fb")}
         result["op_mean_seconds"] = round(statistics.mean(rows["op"].seconds for rows in both.values()), 2)

@@ -188,7 +188,20 @@ def _auto(prefer: str, answers: dict[str, str], *, draft: str = "Rationale: r\nA
 
 
 @pytest.fixture
-def support_decides(tmp_path):
+def bm25_ranking(monkeypatch):
+    """The shared ranking without MiniLM: these tests script which chunks BM25 puts first."""
+    import ragfunnel.retrieve.ranking as ranking
+    from ragfunnel.errors import MissingExtra
+
+    def missing(*args, **kwargs):
+        raise MissingExtra("onnxruntime and tokenizers", "embed")
+
+    monkeypatch.setattr(ranking, "dense_scores", missing)
+    monkeypatch.setattr(ranking, "_fallback_reported", True)
+
+
+@pytest.fixture
+def support_decides(tmp_path, bm25_ranking):
     """A calibration where an answer found in the text read is confident and one that is not is unsure."""
     path = tmp_path / "cal.json"
     _calibration({"support": 6.0}, bias=-3.0, held_out=0.8).save(path)

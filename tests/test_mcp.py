@@ -88,8 +88,10 @@ def test_an_answer_with_citations_and_progress(root):
                                        progress_callback=on_progress)
 
     result = payload(session_run(root, calls, "--light", TINY, "--strong", TINY))
-    assert result["answer"] and result["method"] == "op"
-    assert result["citations"][0]["file"] == "harbour.md"
+    assert result["answer"] and result["method"] == "op" and result["supported"] in (True, False)
+    # the tiny model's answer is cited where a passage states it, else the answer says no passage does
+    assert ({c["file"] for c in result["citations"]} == {"harbour.md"} if result["citations"]
+            else result["citation_note"] == "no passage read states this answer")
     assert progress and progress[-1].endswith("done")
 
 

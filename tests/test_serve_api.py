@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from ragfunnel.confidence import current_calibration
+
 pytest.importorskip("fastapi", reason="needs the [serve] extra")
 from fastapi.testclient import TestClient  # noqa: E402
 
@@ -62,6 +64,7 @@ def test_a_stored_document_is_answered_with_the_inspectors_view(client):
     body = r.json()
     assert body["answer"] == "nine" and [s["name"] for s in body["trace"]["stages"]][-2:] == ["stage3_generate",
                                                                                               "confidence"]
+    assert body["supported"] == (body["confidence"] >= current_calibration().supported_at)
     chunks = body["chunks"]
     assert len(chunks) == 5 and [c["position"] for c in chunks if c["read"]] == [2]  # the ferry's chunk only
     best = max(chunks, key=lambda c: c["draft_score"])

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from ragfunnel.confidence import current_calibration
+
 openai = pytest.importorskip("openai", reason="needs the openai client (the [dev] extra)")
 uvicorn = pytest.importorskip("uvicorn", reason="needs the [serve] extra")
 
@@ -52,6 +54,8 @@ def test_a_plain_completion_answers_from_the_system_message(url):
     assert r.choices[0].message.content == "nine" and r.choices[0].finish_reason == "stop"
     extra = r.model_extra["ragfunnel"]
     assert extra["method"] == "op" and "The ferry to Gull Rock leaves at nine." in extra["citations"][0]["quote"]
+    assert extra["supported"] == (extra["confidence"] >= current_calibration().supported_at)
+    assert extra["citation_note"] is None  # a passage read states "nine"
     stages = extra["trace"]["stages"]
     assert r.usage.prompt_tokens == sum(s["input_tokens"] for s in stages) > 0
     assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens

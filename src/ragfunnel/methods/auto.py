@@ -11,9 +11,10 @@ worse than FB-RAG or LC on this project's measurements with the bundled models (
 multi-hop documents, as the issue measured them: OP 34.8, FB-RAG 28.3 with the 0.5B drafting, LC 24.5 on
 13 of them), or LC where the strong
 model already holds the document and reading the question alone is faster. Every answer carries a
-calibrated confidence (:mod:`ragfunnel.confidence`); below ``ESCALATE_BELOW[prefer]`` the next rung
-runs (FB-RAG, then for ``prefer="quality"`` LC), provided its predicted seconds still fit
-``max_seconds``, and the most confident answer is kept. A calibration whose confidence has not
+calibrated confidence (:mod:`ragfunnel.confidence`); while it is below the calibration's
+``supported_at`` (where ``CLIMBS[prefer]``) the next rung runs (FB-RAG, then LC), provided it reads
+chunks no earlier rung read and its predicted seconds still fit ``max_seconds``, and the most confident
+answer is kept. A calibration whose confidence has not
 earned it (:meth:`~ragfunnel.confidence.calibration.CalibrationFile.earned`) never escalates. The
 trace's first stage, ``choose``, records the plan; ``escalate`` records every rung with its
 confidence and seconds, and why the climb stopped.
@@ -54,11 +55,12 @@ from ragfunnel.types import Prediction, StageTrace, Trace
 log = logging.getLogger(__name__)
 
 PREFER = ("speed", "balanced", "quality")
-# Confidence under which the next rung runs, per ``prefer`` (None: never climb). Set by measurement
-# (benchmarks/confidence.py, RESULTS.md): with the bundled models FB-RAG answered exactly as well as OP-RAG
-# on all 30 paired questions, at 3x the time, so climbing bought nothing there: balanced does not climb
-# (a faster or better FB-RAG, e.g. a stronger drafter, would change that), quality climbs at even odds.
-ESCALATE_BELOW: dict[str, float | None] = {"speed": None, "balanced": None, "quality": 0.5}
+# Whether ``auto`` climbs at each ``prefer``: past its first rung, while the answer is unsupported (its
+# confidence under the calibration's ``supported_at``), to rungs that read chunks no earlier rung read. Set by
+# measurement (benchmarks/escalation.py, RESULTS.md): with the bundled models FB-RAG, climbed to from an
+# unsupported OP-RAG answer, did not raise quality on the held-out questions within 1.5x OP-RAG's seconds,
+# so balanced does not climb; quality does.
+CLIMBS: dict[str, bool] = {"speed": False, "balanced": False, "quality": True}
 # Tokens a short answer or a draft usually runs to, for the prediction (the limits are upper bounds;
 # measured drafts of the bundled 0.5B end after 20-55 tokens, answers after a few).
 EXPECTED_ANSWER_TOKENS = 12
@@ -251,20 +253,20 @@ class Auto:
                 raise ConfigError(f"no method is predicted to answer within --max-seconds {self.max_seconds:g}; "
                                   f"the fastest, {fastest}, is predicted at {predicted[fastest]:.1f}s: raise "
                                   "--max-seconds or lower --budget")
-        climbs = ESCALATE_BELOW[self.prefer] is not None
-        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer] if climbs else ()
+        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer]
+        rungs = rungs if CLIMBS[self.prefer] else ()
         ladder = tuple(r for r in rungs if r != first)
         return Plan(first, predicted, why, ladder)
 
     def _climb(self, plan: Plan, confidence: float | None, method: str, elapsed: float) -> str | None:
         """Why the climb stops before the next rung (None: climb)."""
-        threshold = ESCALATE_BELOW[self.prefer]
-        if threshold is None:
+        if not CLIMBS[self.prefer]:
             return f"prefer={self.prefer} never climbs"
+        threshold = current_calibration().supported_at
         if confidence is None:
             return "the answer has no confidence to judge it by"
         if confidence >= threshold:
-            return f"confidence {confidence:.2f} reaches {threshold:.2f}"
+            return f"confidence {confidence:.2f} reaches {threshold:.2f}: the answer is supported"
         if not current_calibration().earned(method):
             return f"the calibration has not shown {method}'s confidence to tell right from wrong"
         nxt = plan.ladder[0]
