@@ -319,9 +319,9 @@ class Auto:
     def _rung(self, name: str, question: str, context: str, *, choices: list[str] | None,
               read: set[int]) -> tuple[Prediction | None, list[StageTrace]]:
         """One rung's prediction and stages, or None (with the stages it ran) when it would read no chunk that
-        an earlier rung did not: LC once every chunk was read, FB-RAG when its drafts chose none new (its
-        strong model then never answers)."""
-        if name == "lc" and read and read >= self._positions("lc", None, context):
+        an earlier rung did not: any rung once every chunk was read (LC went first), FB-RAG when its drafts
+        chose none new (its strong model then never answers)."""
+        if read and read >= self._positions("lc", None, context):  # every chunk was read already
             return None, []
         if name != "fb" or not read:
             p = self.candidates[name].run(question, context, choices=choices)
