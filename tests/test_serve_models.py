@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ragfunnel.confidence import current_calibration
 from tests.test_cli import RAGFUNNEL
 from tests.test_registry_and_http import free_port
 
@@ -229,6 +230,11 @@ def drive_inspector(url: str, text: str, question: str, screenshot: Path, method
         assert browser.find_element(By.ID, "confidence").is_displayed()
         shown = float(browser.find_element(By.ID, "confidence-value").text)
         assert 0 <= shown <= 1 and "support" in browser.find_element(By.ID, "signals").text
+        # an answer under the calibration's supported_at is marked unsupported, one above it is not
+        caution = browser.find_element(By.ID, "caution")
+        if abs(shown - current_calibration().supported_at) > 0.01:
+            assert caution.is_displayed() == (shown < current_calibration().supported_at)
+            assert not caution.is_displayed() or "Unsupported" in caution.text
         browser.save_screenshot(str(screenshot))
     return screenshot
 

@@ -125,8 +125,14 @@ function showConfidence(result) {
   $("rungs").replaceChildren(...(climb ? [
     ...climb.detail.rungs.map((r) => {
       const li = document.createElement("li");
+      if (r.skipped || r.failed) {
+        li.textContent = `${r.method}: ${r.skipped ? `skipped (${r.skipped})` : `failed (${r.failed})`}, `
+          + `${r.seconds.toFixed(1)} s`;
+        return li;
+      }
+      const added = r.added_chunks ? `, ${r.added_chunks.length} new chunk${r.added_chunks.length === 1 ? "" : "s"}` : "";
       li.textContent = `${r.method}: ${r.answer} (confidence ${r.confidence === null ? "–" : r.confidence.toFixed(2)}, `
-        + `${r.seconds.toFixed(1)} s)` + (r.method === climb.detail.answered_by ? " ← kept" : "");
+        + `${r.seconds.toFixed(1)} s${added})` + (r.method === climb.detail.answered_by ? " ← kept" : "");
       return li;
     }),
     text(`stopped: ${climb.detail.stopped}`),
