@@ -9,6 +9,7 @@ For every question the context is cut into chunks, each ranking scores them, the
 ``dense``       the bundled MiniLM's cosine, each chunk scored by its best ~100-word window
 ``rrf``         reciprocal-rank fusion of bm25 and dense (k = 60)
 ``hybrid``      max-normalised bm25 plus dense's cosine rescaled to [0, 1] over the chunks, equal weights
+                (:func:`ragfunnel.retrieve.ranking.question_scores`, what the methods use)
 ``+nb``         a ranking with neighbour expansion: each chunk's score raised to half its best neighbour's
 ``+prf``        a ranking with feedback: the terms marking its two best chunks that few other chunks share
                 (a bridge entity) searched for again, added at half weight
@@ -24,11 +25,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import statistics
 import time
+from collections import Counter
 from datetime import date
 from pathlib import Path
+
+import numpy as np
 
 from ragfunnel.corpus import load_corpus
 from ragfunnel.eval.datasets import load_dataset
@@ -37,10 +42,19 @@ from ragfunnel.eval.runner import gold_word_spans
 from ragfunnel.llm import DEFAULT_STRONG, resolve
 from ragfunnel.methods.base import select_within_budget
 from ragfunnel.metrics import evidence_read, gold_recall
-from ragfunnel.retrieve.ranking import RANKINGS, bm25_scores, dense_scores, fuse, needs_dense
+from ragfunnel.retrieve.bm25 import tokenize
+from ragfunnel.retrieve.fusion import max_normalize
+from ragfunnel.retrieve.ranking import bm25_scores, dense_scores, hybrid
 from ragfunnel.text import chunk_words
 from ragfunnel.types import Example
 
+RANKINGS = ("bm25", "dense", "rrf", "hybrid", "bm25+nb", "rrf+nb", "hybrid+nb", "bm25+prf", "rrf+prf", "hybrid+prf")
+RRF_K = 60  # reciprocal-rank fusion's constant (Cormack et al., 2009)
+NEIGHBOUR_SHARE = 0.5
+# Feedback: the terms that mark the best chunks and occur in a few others (a bridge entity a second hop is
+# about) are searched for again, and their scores added at this weight.
+FEEDBACK_CHUNKS, FEEDBACK_TERMS, FEEDBACK_WEIGHT = 2, 8, 0.5
+FEEDBACK_MAX_SHARE = 0.1  # a term in more than this share of the chunks links nothing in particular
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT_CORPUS = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train_corpus.json"
 MULTIHOP = {
@@ -51,6 +65,60 @@ MULTIHOP = {
 }
 LONGBENCH = [SHARED / "longbench_minilongbench_dev" / f"{name}.jsonl"
              for name in ("qasper", "multifieldqa_en", "narrativeqa")]
+
+
+def reciprocal_rank(*scores: np.ndarray, k: int = RRF_K) -> np.ndarray:
+    """Σ 1 / (k + rank) over the rankings (rank 1 = best)."""
+    total = np.zeros(len(scores[0]))
+    for s in scores:
+        ranks = np.empty(len(s))
+        ranks[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
+        total += 1.0 / (k + ranks)
+    return total
+
+
+def with_neighbours(scores: np.ndarray, share: float = NEIGHBOUR_SHARE) -> np.ndarray:
+    """Each chunk at least ``share`` of its better neighbour's score: the passage a bridge fact spills into."""
+    padded = np.pad(scores, 1)
+    return np.maximum(scores, share * np.maximum(padded[:-2], padded[2:]))
+
+
+def feedback_terms(question: str, chunks, first: np.ndarray) -> list[str]:
+    """The terms of the best chunks under ``first`` that the question lacks and that occur in some other
+    chunk, but in few: weighted by their count in the best chunks times their idf."""
+    terms = tokenize([c.text for c in chunks])
+    asked = set(tokenize([question])[0])
+    df = Counter(t for ts in terms for t in set(ts))
+    most = max(2, int(FEEDBACK_MAX_SHARE * len(chunks)))
+    weight: Counter[str] = Counter()
+    for i in np.argsort(-np.asarray(first), kind="stable")[:FEEDBACK_CHUNKS]:
+        for t, tf in Counter(terms[i]).items():
+            if t not in asked and 2 <= df[t] <= most:
+                weight[t] += tf * math.log(len(chunks) / df[t])
+    return [t for t, _ in weight.most_common(FEEDBACK_TERMS)]
+
+
+def with_feedback(question: str, chunks, first: np.ndarray) -> np.ndarray:
+    """``first`` (max-normalised) plus :data:`FEEDBACK_WEIGHT` times the BM25 of its feedback terms."""
+    terms = feedback_terms(question, chunks, first)
+    base = max_normalize(np.maximum(first, 0.0))[0]
+    if not terms:
+        return base
+    return base + FEEDBACK_WEIGHT * max_normalize(bm25_scores(" ".join(terms), chunks))[0]
+
+
+def fuse(ranking: str, bm25: np.ndarray, dense: np.ndarray | None, *, question: str, chunks) -> np.ndarray:
+    """The scores ``ranking`` (one of :data:`RANKINGS`) gives from each chunk's BM25 and dense scores."""
+    base, _, expand = ranking.partition("+")
+    scores = {"bm25": lambda: np.asarray(bm25, dtype=np.float64), "dense": lambda: dense,
+              "rrf": lambda: reciprocal_rank(bm25, dense), "hybrid": lambda: hybrid(bm25, dense)}[base]()
+    if expand == "prf":
+        return with_feedback(question, chunks, scores)
+    return with_neighbours(scores) if expand == "nb" else scores
+
+
+def needs_dense(ranking: str) -> bool:
+    return not ranking.startswith("bm25")
 
 
 def settings(n: int, context_words: int) -> dict[str, list[Example]]:

@@ -1,37 +1,40 @@
-"""The shared chunk ranking: fusions by hand, and BM25 alone (one warning) where MiniLM cannot load."""
+"""The shared chunk ranking: the fusion by hand, the vectors kept, and BM25 alone (one warning) where MiniLM
+cannot load. The alternatives it was measured against are tested in test_evidence_recall_benchmark.py."""
 
 import logging
 
 import numpy as np
-import pytest
 
 import ragfunnel.retrieve.ranking as ranking
-from ragfunnel.errors import ConfigError, MissingExtra
-from ragfunnel.retrieve.ranking import fuse, question_scores, reciprocal_rank, unit_range, with_neighbours
+from ragfunnel.errors import MissingExtra
+from ragfunnel.retrieve.ranking import PieceVectors, hybrid, question_scores, unit_range
 from ragfunnel.text import chunk_words
-
-
-def test_reciprocal_rank_fusion_by_hand():
-    # ranks under a: 1, 3, 2; under b: 3, 1, 2 -> 1/61 + 1/63 for the first two, 2/62 for the third
-    fused = reciprocal_rank(np.array([3.0, 1.0, 2.0]), np.array([1.0, 3.0, 2.0]), k=60)
-    np.testing.assert_allclose(fused, [1 / 61 + 1 / 63, 1 / 63 + 1 / 61, 2 / 62])
 
 
 def test_hybrid_adds_max_normalised_bm25_to_the_cosine_rescaled_to_unit_range():
     np.testing.assert_allclose(unit_range(np.array([1.0, 3.0, 2.0])), [0.0, 1.0, 0.5])
     np.testing.assert_allclose(unit_range(np.array([0.4, 0.4])), [0.0, 0.0])  # all equal: nothing to tell
-    hybrid = fuse("hybrid", np.array([2.0, 4.0, 0.0]), np.array([0.1, 0.3, 0.5]))
-    np.testing.assert_allclose(hybrid, [0.5 + 0.0, 1.0 + 0.5, 0.0 + 1.0])
+    np.testing.assert_allclose(hybrid(np.array([2.0, 4.0, 0.0]), np.array([0.1, 0.3, 0.5])),
+                               [0.5 + 0.0, 1.0 + 0.5, 0.0 + 1.0])
 
 
-def test_neighbours_lift_a_chunk_to_half_its_better_neighbour():
-    np.testing.assert_allclose(with_neighbours(np.array([0.0, 4.0, 0.0, 0.0, 1.0])), [2.0, 4.0, 2.0, 0.5, 1.0])
-    np.testing.assert_allclose(fuse("bm25+nb", np.array([0.0, 4.0, 0.0]), None), [2.0, 4.0, 2.0])
+def test_piece_vectors_encode_each_new_text_once_and_keep_the_most_recent(monkeypatch):
+    encoded = []
 
+    class Counting:
+        def encode(self, texts):
+            encoded.extend(texts)
+            return np.array([[float(len(t)), 1.0] for t in texts], dtype=np.float32)
 
-def test_an_unknown_ranking_is_refused():
-    with pytest.raises(ConfigError, match="unknown ranking 'bm26'; valid: bm25, dense"):
-        fuse("bm26", np.zeros(2))
+    monkeypatch.setattr("ragfunnel.retrieve.embed.bundled_embedder", lambda: Counting())
+    kept = PieceVectors(capacity=2)
+    first = kept.encode(["ab", "abc", "ab"])
+    assert encoded == ["ab", "abc"] and first[:, 0].tolist() == [2.0, 3.0, 2.0]
+    kept.encode(["abc"])
+    assert encoded == ["ab", "abc"]  # kept: nothing encoded again
+    kept.encode(["abcd"])  # over capacity: "ab", the least recently used, goes
+    kept.encode(["ab"])
+    assert encoded == ["ab", "abc", "abcd", "ab"]
 
 
 def test_without_minilm_the_ranking_is_bm25_alone_with_one_warning(monkeypatch, caplog):
