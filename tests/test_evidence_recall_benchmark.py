@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-_spec = importlib.util.spec_from_file_location("evidence_recall_benchmark",
-                                               Path(__file__).resolve().parents[1] / "benchmarks" / "evidence_recall.py")
+_path = Path(__file__).resolve().parents[1] / "benchmarks" / "evidence_recall.py"
+_spec = importlib.util.spec_from_file_location("evidence_recall_benchmark", _path)
 bench = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = bench
 _spec.loader.exec_module(bench)
