@@ -14,7 +14,11 @@ For every question the context is cut into chunks, each ranking scores them, the
 ``+prf``        a ranking with feedback: the terms marking its two best chunks that few other chunks share
                 (a bridge entity) searched for again, added at half weight
 
-each at ``--chunk-words`` 300 and at the smaller sizes given. Settings: HotpotQA and MuSiQue train questions
+each at ``--chunk-words`` 300 and at the smaller sizes given. ``--attention N`` also measures, on the first N
+questions of each setting at 100 words, selection by the bundled 0.5B's attention (FunnelRAG's post-ranker,
+``ragfunnel.retrieve.attention``) over the hybrid ranking's best chunks within twice the budget.
+
+Settings: HotpotQA and MuSiQue train questions
 (HippoRAG's files) and AMOR's HotpotQA, each hidden among its corpus' passages to ``--context-words``; and
 the LongBench dev documents in English (only answers found word for word can be judged there).
 
@@ -171,6 +175,37 @@ def measure(examples: dict[str, list[Example]], *, rankings: list[str], sizes: l
     return results
 
 
+def attention_recall(examples: dict[str, list[Example]], n: int, *, budget: int, window: int = 100) -> dict:
+    """Evidence recall of hybrid's chunks within ``budget`` and of the 0.5B's attention choosing among hybrid's
+    best within 2 x ``budget``, on the first ``n`` questions of each setting, with seconds per question."""
+    from ragfunnel.llm import DEFAULT_LIGHT
+    from ragfunnel.retrieve.attention import load_post_ranker
+
+    strong, ranker = resolve(DEFAULT_STRONG), load_post_ranker(DEFAULT_LIGHT)
+    out: dict = {}
+    for name, rows in examples.items():
+        verdicts: dict[str, list] = {"hybrid": [], "attention": []}
+        seconds = 0.0
+        for e in rows[:n]:
+            chunks = chunk_words(e.context or "", chunk_words=window)
+            scores = hybrid(bm25_scores(e.question, chunks), dense_scores(e.question, chunks))
+            kept = select_within_budget(chunks, scores, budget=budget, llm=strong)
+            verdicts["hybrid"].append(judged(e, [sc.chunk.position for sc in kept], chunks, window))
+            pool = select_within_budget(chunks, scores, budget=2 * budget, llm=strong)
+            began = time.perf_counter()
+            attention = ranker.score(e.question, [sc.chunk.text for sc in pool])
+            seconds += time.perf_counter() - began
+            by_attention = np.zeros(len(chunks))
+            by_attention[[sc.chunk.position for sc in pool]] = attention + 1.0  # the pool above the rest
+            chosen = select_within_budget(chunks, by_attention, budget=budget, llm=strong)
+            verdicts["attention"].append(judged(e, [sc.chunk.position for sc in chosen], chunks, window))
+        out[name] = {k: {"evidence_read": sum(bool(v) for v in vs), "n": sum(v is not None for v in vs)}
+                     for k, vs in verdicts.items()}
+        out[name]["attention_seconds_per_question"] = round(seconds / max(1, len(rows[:n])), 2)
+        print(f"attention {name}: {out[name]}", flush=True)
+    return out
+
+
 def paired(results: dict, a: str, b: str) -> dict:
     """Questions where ``b`` read the evidence and ``a`` did not, and the reverse, over every setting."""
     gain = loss = n = 0
@@ -192,8 +227,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="300,200,150,100", help="chunk sizes in words")
     parser.add_argument("--rankings", default=",".join(RANKINGS))
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/evidence_recall"))
+    parser.add_argument("--attention", type=int, default=0, metavar="N",
+                        help="also measure the 0.5B's attention as the selector on N questions per setting (only)")
     args = parser.parse_args()
     examples = settings(args.examples, args.context_words)
+    if args.attention:
+        args.out.mkdir(parents=True, exist_ok=True)
+        found = attention_recall(examples, args.attention, budget=args.budget)
+        (args.out / "attention.json").write_text(json.dumps({"date": str(date.today()), "budget": args.budget,
+                                                             "context_words": args.context_words, **found}, indent=1))
+        return
     rankings = args.rankings.split(",")
     results = measure(examples, rankings=rankings, sizes=[int(s) for s in args.sizes.split(",")],
                       budget=args.budget)
