@@ -194,13 +194,27 @@ def supported_report(conf: list[float], rows: list[EvalRow], supported_at: float
             "right_when_flagged": share(flagged), "right_when_supported": share(kept)}
 
 
+def read_evidence(row: EvalRow) -> bool | None:
+    """The row's ``evidence_read``; for a row written before eval recorded it, the same verdict from its
+    ``answer_rank`` (was that chunk read?) and ``gold_recall`` (were all supporting passages touched?)."""
+    if row.evidence_read is not None or not row.ranking:
+        return row.evidence_read
+    used = {c["position"] for c in row.chunks_used}
+    if row.answer_rank is not None and row.ranking[row.answer_rank - 1] in used:
+        return True
+    if row.gold_recall is not None:
+        return row.gold_recall >= 1.0
+    return False if row.answer_rank is not None else None
+
+
 def evidence_report(rows: list[EvalRow]) -> dict:
     """Evidence recall at the budget, and the wrong answers split by whether the evidence was read."""
-    known = [r for r in rows if r.evidence_read is not None]
-    wrong = [r for r in known if not is_right(r.metrics)]
-    return {"evidence_recall": round(100 * sum(r.evidence_read for r in known) / len(known), 1) if known else None,
-            "n": len(known), "wrong": len(wrong), "wrong_evidence_not_read": sum(not r.evidence_read for r in wrong),
-            "wrong_evidence_read": sum(bool(r.evidence_read) for r in wrong)}
+    verdicts = [(r, read_evidence(r)) for r in rows]
+    known = [(r, v) for r, v in verdicts if v is not None]
+    wrong = [(r, v) for r, v in known if not is_right(r.metrics)]
+    return {"evidence_recall": round(100 * sum(v for _, v in known) / len(known), 1) if known else None,
+            "n": len(known), "wrong": len(wrong), "wrong_evidence_not_read": sum(not v for _, v in wrong),
+            "wrong_evidence_read": sum(bool(v) for _, v in wrong)}
 
 
 def paired_with(baseline: Path, rows: list[tuple[str, EvalRow]], method: str = "op") -> dict:
@@ -311,9 +325,11 @@ def main() -> None:
     parser.add_argument("--extra-fit", type=Path, action="append", default=[],
                         help="another run directory whose fit-half rows join the fit (repeatable)")
     parser.add_argument("--baseline", type=Path, help="a run directory whose OP rows this run's are paired with")
+    parser.add_argument("--budget", type=int, default=OPTIONS["budget"], help="the answering model's budget in tokens")
     args = parser.parse_args()
     if not SHARED.exists():
         parser.error(f"shared data not found at {SHARED}")
+    OPTIONS["budget"] = args.budget
     if not args.analyse_only:
         collect(args.out, settings=[s.strip() for s in args.settings.split(",") if s.strip()],
                 methods=[m.strip() for m in args.methods.split(",") if m.strip()], n=args.examples,

@@ -96,14 +96,15 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
             click.echo(f"confidence {prediction.confidence:.2f}" + ("  (abstained: below --abstain)"
                                                                     if abstained(prediction) else ""), err=True)
         if prediction.supported is False and not abstained(prediction):
-            click.echo(caution(prediction.confidence), err=True)
+            click.echo(caution(prediction.confidence, method), err=True)
         click.echo(_summary(prediction), err=True)
 
 
-def caution(confidence: float) -> str:
+def caution(confidence: float, method: str) -> str:
     """The one line printed under an answer whose confidence is below the calibration's ``supported_at``."""
+    climb = "--prefer quality" if method == "auto" else "--method auto --prefer quality"
     return (f"caution: this answer is likely wrong (confidence {confidence:.2f}); check its citations, or ask with "
-            "--prefer quality, a stronger --strong model, or --abstain to withhold such answers")
+            f"{climb}, a stronger --strong model, or --abstain to withhold such answers")
 
 
 def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str], over_index: bool = False) -> None:
