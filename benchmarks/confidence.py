@@ -244,8 +244,8 @@ def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), baseline: Path
     # is never fitted on, whichever method answered it.
     fit += [(s, r) for d in extra_fit for s, r in load_rows(d) if not held_out(r.example_id)]
     weights = {role: resolve(spec).fingerprint for role, spec in (("strong", DEFAULT_STRONG), ("light", DEFAULT_LIGHT))}
-    fitted_on = (f"benchmarks/confidence.py, fit half: {len(fit)} rows of the bundled models on HotpotQA, MuSiQue "
-                 f"and LongBench dev ({date.today()})")
+    fitted_on = (f"benchmarks/confidence.py, fit half: {len(fit)} rows of the bundled models on HotpotQA (HippoRAG's "
+                 f"and AMOR's), MuSiQue and LongBench dev ({date.today()})")
     # Two candidate feature sets, chosen between on the fit half alone (cross-validated AUROC of the default
     # model): every signal, or only those that alone separate right from wrong on both halves of the fit half.
     alone = signal_aurocs([r for _, r in fit])

@@ -43,6 +43,10 @@ def test_an_initial_does_not_end_a_sentence():
     [citation] = cite(_prediction("James K. Polk", chunk_words(text, chunk_words=50)), LocatedContext.of_text(text),
                       "Who signed it?")
     assert citation.quote == "It was signed by President James K. Polk in Washington."
+    text = "Others came later. The group was formed by S.M. Entertainment in 2008."
+    [citation] = cite(_prediction("S.M. Entertainment", chunk_words(text, chunk_words=50)),
+                      LocatedContext.of_text(text), "Who formed it?")
+    assert citation.quote == "The group was formed by S.M. Entertainment in 2008."
 
 
 def test_no_passage_read_states_the_answer():

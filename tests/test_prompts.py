@@ -20,7 +20,8 @@ def test_every_prompt_holds_context_question_and_cue(task, variant):
     assert "The sky was blue." in p and "Which colour?" in p
     # The answer cue ends the prompt; a few-shot set's input ends with its own ("Type:"), shown as written.
     t = TASKS[task]
-    assert p.endswith("Rationale:" if variant == "rationale" else t.cue or "Which colour?")
+    cue = {"rationale": "Rationale:", "queries": "Search:"}.get(variant, t.cue)
+    assert p.endswith(cue or "Which colour?")
     # Only the unanswerable variant offers a way out, unless the task's answer style does (LongBench's qasper);
     # drafts follow the rationale format instead of the style.
     own = variant == "plain" and "unanswerable" in TASKS[task].style

@@ -59,7 +59,7 @@ def test_a_stored_document_is_answered_with_the_inspectors_view(client):
     again = client.post("/v1/documents", json={"text": TEXT}).json()
     assert doc["id"] == again["id"] and doc["words"] == 1408
     r = client.post("/v1/answer", json={"question": "When does the ferry to Gull Rock leave?", "document_id": doc["id"],
-                                         "method": "fb", "options": {"budget": 400}})
+                                         "method": "fb", "options": {"budget": 400, "chunk_words": 300}})
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["answer"] == "nine" and [s["name"] for s in body["trace"]["stages"]][-2:] == ["stage3_generate",
