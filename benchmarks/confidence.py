@@ -207,6 +207,19 @@ def read_evidence(row: EvalRow) -> bool | None:
     return False if row.answer_rank is not None else None
 
 
+def by_threshold(conf: list[float], rows: list[EvalRow]) -> dict[str, dict]:
+    """For a user choosing ``--abstain``: at each confidence threshold, the share of answers kept (at or above
+    it) and their quality and share right."""
+    out = {}
+    for t in (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6):
+        kept = [r for c, r in zip(conf, rows, strict=True) if c >= t]
+        if kept:
+            out[f"{t:.2f}"] = {"answered": round(len(kept) / len(rows), 3),
+                               "quality": round(100 * statistics.mean(quality(r) for r in kept), 1),
+                               "right": round(sum(bool(is_right(r.metrics)) for r in kept) / len(kept), 3)}
+    return out
+
+
 def evidence_report(rows: list[EvalRow]) -> dict:
     """Evidence recall at the budget, and the wrong answers split by whether the evidence was read."""
     verdicts = [(r, read_evidence(r)) for r in rows]
@@ -283,8 +296,9 @@ def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), baseline: Path
             "mean_seconds": round(statistics.mean(r.seconds for r in mine), 2),
             "top_half_ratio": round(half / curve[-1][1], 2) if curve[-1][1] else None,
             "supported": supported_report(conf, mine, calibration.supported_at),
-            "risk_coverage": [[round(k, 2), round(100 * q, 1)] for k, q in curve
-                              if any(abs(k - t / 10) < 0.5 / len(curve) for t in range(1, 11))],
+            "risk_coverage": [[round(curve[i][0], 2), round(100 * curve[i][1], 1)]
+                              for i in sorted({max(0, round(t / 10 * len(curve)) - 1) for t in range(1, 11)})],
+            "by_threshold": by_threshold(conf, mine),
             "evidence": evidence_report(mine),
         }
     conf_of = lambda row: calibration.confidence(row.method, row.signals)  # noqa: E731

@@ -77,7 +77,10 @@ def test_fb_over_an_index_answers_and_cites_documents(tmp_path):
     out = json.loads(r.stdout)
     stages = [s["name"] for s in out["trace"]["stages"]]
     assert stages[:2] == ["retrieval", "pre_ranking"] and "stage3_generate" in stages
-    assert out["citations"] and all(c["file"] for c in out["citations"])
+    # the index's documents are cited by title where a passage states the tiny model's answer; where none
+    # does, the answer says so instead of citing what it read
+    assert (all(c["file"] for c in out["citations"]) if out["citations"]
+            else out["citation_note"] == "no passage read states this answer")
 
 
 @needs_real
