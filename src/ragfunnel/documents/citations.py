@@ -19,7 +19,8 @@ from ragfunnel.types import Citation, Prediction
 
 # Sentences end at Western and at full-width (Chinese, Japanese) stops; a point before a digit is a decimal one,
 # and one after a lone capital before a capitalised word or another initial an initial ("James K. Polk", "S.M.").
-_SENTENCE = re.compile(r"(?:[^.!?。！？\n]|\.(?=\d)|(?<=\b[A-Z])\.(?= [A-Z]|[A-Z]\.))+(?:[.!?。！？]+[\"'”’)\]」』]*|\n|$)")
+_SENTENCE = re.compile(r"(?:[^.!?。！？\n]|\.(?=\d)|(?<=\b[A-Z])\.(?= [A-Z]|[A-Z]\.))+"
+                       r"(?:[.!?。！？]+[\"'”’)\]」』]*|\n|$)")
 # A word: one Han character or kana (those scripts leave words unspaced), else a run of other word characters.
 _TOKEN = re.compile(rf"{HAN_CHARACTER}|(?:(?!{HAN_CHARACTER})\w)+")
 _STOP = frozenset("a an and are as at be by did do does for from had has have he her his how in is it its of on "
