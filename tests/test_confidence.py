@@ -256,7 +256,8 @@ def test_a_rung_that_would_read_the_same_chunks_is_skipped(support_decides):
 def test_once_every_chunk_was_read_no_rung_runs(support_decides):
     auto = _auto("quality", {"op": "never asked", "fb": "never asked", "lc": "never asked"})
     for rung in ("op", "fb", "lc"):  # after LC went first (a document the strong model holds)
-        assert auto._rung(rung, "Which word?", WORDS, choices=None, read=set(range(30))) == (None, [])
+        assert auto._rung(rung, "Which word?", WORDS, choices=None, read=set(range(30)),
+                          everything=set(range(30))) == (None, [])
 
 
 def test_a_rung_that_fails_keeps_the_answer_already_made(support_decides):

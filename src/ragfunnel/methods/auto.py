@@ -283,12 +283,13 @@ class Auto:
                                     "why": plan.why, "prefer": self.prefer, "ladder": list(plan.ladder)})
         stages, rungs, best, chosen = [choose], [], None, plan.method
         read: set[int] = set()  # chunk positions some rung has read
+        everything = set(range(len(prepare(question, context, words=self.fb.chunk_words)[1])))  # what LC reads
         todo, stopped = [plan.method, *plan.ladder], "no rung left"
         while todo:
             name = todo.pop(0)
             began = time.perf_counter()
             try:
-                p, ran = self._rung(name, question, context, choices=choices, read=read)
+                p, ran = self._rung(name, question, context, choices=choices, read=read, everything=everything)
             except RagfunnelError as e:
                 if best is None:
                     raise
@@ -300,8 +301,9 @@ class Auto:
             if p is None:
                 rungs.append({**record, "skipped": "it would read no chunk the rungs before it did not"})
             else:
-                added = sorted(self._positions(name, p, context) - read)
-                read |= self._positions(name, p, context)
+                positions = everything if name == "lc" else {sc.chunk.position for sc in p.chunks_used}
+                added = sorted(positions - read)
+                read |= positions
                 rungs.append({**record, "answer": p.answer, "confidence": p.confidence, "added_chunks": added})
                 if best is None or (p.confidence or 0.0) > (best.confidence or 0.0):
                     best, chosen = p, name
@@ -317,11 +319,11 @@ class Auto:
         return replace(best, method=f"auto:{chosen}", trace=Trace(stages))
 
     def _rung(self, name: str, question: str, context: str, *, choices: list[str] | None,
-              read: set[int]) -> tuple[Prediction | None, list[StageTrace]]:
+              read: set[int], everything: set[int]) -> tuple[Prediction | None, list[StageTrace]]:
         """One rung's prediction and stages, or None (with the stages it ran) when it would read no chunk that
         an earlier rung did not: any rung once every chunk was read (LC went first), FB-RAG when its drafts
         chose none new (its strong model then never answers)."""
-        if read and read >= self._positions("lc", None, context):  # every chunk was read already
+        if read and read >= everything:  # every chunk was read already
             return None, []
         if name != "fb" or not read:
             p = self.candidates[name].run(question, context, choices=choices)
@@ -334,10 +336,3 @@ class Auto:
             return None, lookup.stages
         p = self.fb.answer_from(question, chunks, final, lookup, strong=strong, choices=choices)
         return p, p.trace.stages
-
-    def _positions(self, name: str, p: Prediction | None, context: str) -> set[int]:
-        """The chunk positions (in the ``chunk_words`` windows every rung shares) a rung's answer read; LC
-        reads them all."""
-        if name == "lc":
-            return set(range(len(prepare("?", context, words=self.fb.chunk_words)[1])))
-        return {sc.chunk.position for sc in p.chunks_used}
