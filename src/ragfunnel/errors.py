@@ -1,8 +1,36 @@
-"""The error hierarchy. Every message names the bad value and how to fix it."""
+"""The error hierarchy. Every message names the bad value and how to fix it.
+
+A message that names an option marks it with :func:`option`; each front end spells it its own way
+(:meth:`RagfunnelError.spelled`): ``budget`` in Python (``str(error)``), ``--budget`` on the command line,
+``options.budget`` over HTTP. The library never spells a command-line flag.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+_OPTION = re.compile("\x1e([a-z][a-z0-9_]*)\x1f")
+
+
+def option(name: str) -> str:
+    """Option ``name`` inside an error message, to be spelled by the front end that shows it."""
+    return f"\x1e{name}\x1f"
+
+
+def python_spelling(name: str) -> str:
+    return name
 
 
 class RagfunnelError(Exception):
     """Base class: anything ragfunnel raises on purpose."""
+
+    def spelled(self, spell: Callable[[str], str]) -> str:
+        """The message with every :func:`option` written by ``spell`` (a front end's spelling)."""
+        return _OPTION.sub(lambda m: spell(m.group(1)), super().__str__())
+
+    def __str__(self) -> str:
+        return self.spelled(python_spelling)
 
 
 class ConfigError(RagfunnelError):
