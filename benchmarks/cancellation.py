@@ -10,7 +10,7 @@ model took to notice. Cases, on the bundled models:
 ``lc``      the `lc` method reading ~6k tokens of HotpotQA passages (a long prompt read)
 ``fb``      the `fb` method (BM25, then drafts, then the answer)
 
-Target (issue [1/4]): the worker is free within 2 s in every case.
+Target: the worker is free within 2 s in every case.
 
     .venv/bin/python benchmarks/cancellation.py --out benchmarks/results/cancellation
 """

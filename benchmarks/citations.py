@@ -3,7 +3,7 @@
 For every right answer (token F1 >= 0.5, LongBench's own score >= 0.5) of a run written by
 ``benchmarks/confidence.py``, the chunks the method read are cited again from the question's context, as
 ``ask`` and ``serve`` cite them (:func:`ragfunnel.documents.cite`), and compared with citing every chunk read
-(each by its best sentence, the behaviour before issue [2/4]):
+(each by its best sentence, whether or not it states the answer: the baseline):
 
 - precision: the share of citations whose quote holds a reference answer (normalised, as ``answer_rank`` finds it);
 - recall: the share of right answers with at least one such citation;

@@ -10,7 +10,7 @@ seconds, and the server's peak resident memory (VmHWM) above its idle peak. File
 ``drawn``    16 MiB of text operators in a small deflated stream (pdfium: ~190 bytes a character drawn)
 ``form``     one form of 10,000 characters drawn 1,000 times (under a kilobyte)
 
-Targets (issue [1/4]): ≤ 300 MB above the idle server for one bomb, ≤ 600 MB for two at once.
+Targets: ≤ 300 MB above the idle server for one bomb, ≤ 600 MB for two at once.
 
     .venv/bin/python benchmarks/document_bombs.py --out benchmarks/results/document_bombs
 """

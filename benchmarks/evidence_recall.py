@@ -5,7 +5,7 @@ For every question the context is cut into chunks, each ranking scores them, the
 *evidence read* when a kept chunk holds a reference answer or every supporting passage was touched
 (:func:`ragfunnel.metrics.evidence_read`, the number ``eval`` reports). Rankings:
 
-``bm25``        BM25 over the question (OP-RAG and FB-RAG Stage I before issue [2/4])
+``bm25``        BM25 over the question alone (the lexical baseline the others are measured against)
 ``dense``       the bundled MiniLM's cosine, each chunk scored by its best ~100-word window
 ``rrf``         reciprocal-rank fusion of bm25 and dense (k = 60)
 ``hybrid``      max-normalised bm25 plus dense's cosine rescaled to [0, 1] over the chunks, equal weights

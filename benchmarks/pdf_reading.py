@@ -1,6 +1,6 @@
 """What reading a PDF in a limited child process costs: `read_document` (stream check, then pdfium in a child
-under an address-space and time limit) against pypdfium2 called in this process, as the reader did before
-issue [1/4], side by side in one run over the real PDFs of ../shared/data/documents_real/pdf.
+under an address-space and time limit) against pypdfium2 called in this process with no check or limit, side
+by side in one run over the real PDFs of ../shared/data/documents_real/pdf.
 
     .venv/bin/python benchmarks/pdf_reading.py --out benchmarks/results/pdf_reading
 """

@@ -9,6 +9,7 @@ from ragfunnel.llm.fake import FakeLLM
 from ragfunnel.llm.speed import SLOWDOWN_FLOOR, SpeedProfile, _fit_reading
 from ragfunnel.methods import make_method
 from ragfunnel.methods.auto import Auto
+from ragfunnel.methods.config import AutoConfig
 
 WORDS = " ".join(f"word{i}" for i in range(3000))
 
@@ -36,7 +37,7 @@ def test_fit_reading_recovers_rate_and_slowdown():
 def planned(max_seconds=None, light_speed=None, strong_speed=None):
     light, strong = FakeLLM(lambda p, i: "x", name="light", context_window=8192), \
         FakeLLM(lambda p, i: "x", name="strong", context_window=8192)
-    auto = Auto(light=light, strong=strong, budget=500, chunk_words=100, max_seconds=max_seconds)
+    auto = Auto(AutoConfig(budget=500, chunk_words=100, max_seconds=max_seconds), light=light, strong=strong)
     speeds = {"light": light_speed or SpeedProfile(400, 40, 0.2, 10_000),
               "strong": strong_speed or SpeedProfile(100, 10, 0.2, 10_000)}
     return auto.plan("Which word?", WORDS, speeds=speeds)
@@ -51,16 +52,16 @@ def test_plan_predicts_each_method_from_token_counts():
 
 
 def test_op_goes_first_and_a_warm_document_starts_with_lc():
-    auto = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
+    auto = Auto(AutoConfig(), light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
     assert auto._choose({"lc": 10.0, "fb": 40.0, "op": 12.0}).method == "op"  # a cold lc, however fast
     warm = auto._choose({"lc": 2.0, "fb": 40.0, "op": 12.0}, lc_warm=True)
     assert warm.method == "lc" and "holds this document" in warm.why
-    best_warm = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"), prefer="quality")
+    best_warm = Auto(AutoConfig(prefer="quality"), light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
     assert best_warm._choose({"lc": 2.0, "fb": 40.0, "op": 12.0}, lc_warm=True).ladder == ("op", "fb")
     assert auto._choose({"lc": 20.0, "fb": 40.0, "op": 12.0}, lc_warm=True).method == "op"  # warm, still slower
-    best = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"), prefer="quality")
+    best = Auto(AutoConfig(prefer="quality"), light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
     assert best._choose({"lc": 30.0, "fb": 40.0, "op": 12.0}).ladder == ("fb", "lc")
-    fast = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"), prefer="speed")
+    fast = Auto(AutoConfig(prefer="speed"), light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
     assert fast._choose({"lc": 30.0, "fb": 40.0, "op": 12.0}).ladder == ()
 
 
@@ -105,7 +106,7 @@ def test_stage1_budget_follows_the_final_budget():
 
 
 def test_a_document_asked_about_often_enough_is_read_whole_once():
-    auto = Auto(light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
+    auto = Auto(AutoConfig(), light=FakeLLM(lambda p, i: "x"), strong=FakeLLM(lambda p, i: "x"))
     predicted = {"lc": 40.0, "fb": 30.0, "op": 12.0}  # op goes first until the ledger says otherwise
     assert auto._choose(predicted).method == "op"
     assert auto._choose(predicted, spent=35.0).method == "op"  # rent paid < price of reading

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ragfunnel.llm import FakeLLM, resolve
+from ragfunnel.llm import Cancellation, FakeLLM, cancelled_by, resolve
 from ragfunnel.llm.llamacpp_state import PROMPT_SLICE
 from ragfunnel.llm.openai import OpenAICompatibleLLM
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue
@@ -30,30 +30,25 @@ COUNTING = "Count from 1 to 1000, numbers separated by spaces."
 DRAFTS = dict(n=4, temperature=1.0, top_k=1, seed=5)
 
 
-def seconds_to_stop(llm: Any, call: Callable[[], Any], *, cancel_after: float) -> float:
-    """Run ``call()`` with ``llm.cancel_check`` cancelled from another thread after ``cancel_after`` seconds;
-    the seconds from the cancel to ``call()`` raising Cancelled (it fails the test if it ends otherwise)."""
-    cancelled = threading.Event()
+def seconds_to_stop(call: Callable[[], Any], *, cancel_after: float) -> float:
+    """Run ``call()`` under a cancellation cancelled from another thread after ``cancel_after`` seconds, as the
+    server runs a job; the seconds from the cancel to ``call()`` raising Cancelled (it fails the test if it
+    ends otherwise)."""
+    token = Cancellation("the test's call")
     cancelled_at: list[float] = []
-
-    def check() -> None:
-        if cancelled.is_set():
-            raise Cancelled("the test cancelled the call")
 
     def cancel() -> None:
         cancelled_at.append(time.monotonic())
-        cancelled.set()
+        token.cancel("the test cancelled it")
 
-    llm.cancel_check = check
     timer = threading.Timer(cancel_after, cancel)
     timer.start()
     try:
-        with pytest.raises(Cancelled):
+        with pytest.raises(Cancelled, match="the test cancelled it"), cancelled_by(token):
             call()
         return time.monotonic() - cancelled_at[0]
     finally:
         timer.cancel()
-        llm.cancel_check = None
 
 
 async def hang_up(jobs: JobQueue, work: Callable[[], Any], *, after: float) -> tuple[Job, float]:
@@ -83,14 +78,23 @@ async def hang_up(jobs: JobQueue, work: Callable[[], Any], *, after: float) -> t
 
 def test_a_job_whose_client_hangs_up_frees_the_worker_at_once():
     slow = FakeLLM(lambda prompt, i: time.sleep(0.05) or "draft")  # 400 samples: 20 s if nothing stops it
-    jobs = JobQueue([slow], capacity=2)
+    jobs = JobQueue(capacity=2)
     try:
         job, seconds = asyncio.run(hang_up(jobs, lambda: slow.generate(["q"], n=400), after=0.3))
     finally:
         jobs.close()
     assert seconds < 2
     assert isinstance(job.future.exception(timeout=5), Cancelled)
-    assert slow.cancel_check is None  # between jobs, nothing is pointed at a finished one
+    assert len(slow.generate(["q"], n=3)[0]) == 3  # the shared model carries nothing of the cancelled job
+
+
+def test_a_token_given_to_a_call_ends_it_whatever_block_it_runs_in():
+    slow = FakeLLM(lambda prompt, i: time.sleep(0.05) or "draft")
+    token = Cancellation("this call")
+    threading.Timer(0.2, token.cancel, args=("it took too long",)).start()
+    with cancelled_by(Cancellation("the job")), pytest.raises(Cancelled, match="this call was cancelled: it took"):
+        slow.generate(["q"], n=400, cancel=token)
+    assert len(slow.calls) == 1
 
 
 # -- an OpenAI-compatible server ----------------------------------------------------------------
@@ -135,7 +139,7 @@ def slow_server() -> Iterator[tuple[str, list[float]]]:
 def test_a_cancelled_server_request_is_closed_so_the_server_stops(slow_server):
     url, hang_ups = slow_server
     llm = OpenAICompatibleLLM(url, "m", timeout=60)
-    seconds = seconds_to_stop(llm, lambda: llm.generate(["Answer slowly: the capital of France?"]), cancel_after=0.5)
+    seconds = seconds_to_stop(lambda: llm.generate(["Answer slowly: the capital of France?"]), cancel_after=0.5)
     assert seconds < 1
     deadline = time.monotonic() + 1
     while not hang_ups and time.monotonic() < deadline:
@@ -147,7 +151,7 @@ def test_a_cancelled_server_request_is_closed_so_the_server_stops(slow_server):
 def test_a_cancel_ends_the_wait_between_retries():
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{free_port()}/v1", "m", timeout=60)  # nothing listens there
     llm.backoff_seconds = 20
-    assert seconds_to_stop(llm, lambda: llm.generate(["q"]), cancel_after=0.3) < 0.5
+    assert seconds_to_stop(lambda: llm.generate(["q"]), cancel_after=0.3) < 0.5
 
 
 # -- the llama.cpp backend, on the tiny bundled model ----------------------------------------------
@@ -167,7 +171,7 @@ def test_batched_drafts_stop_between_decode_steps(tiny):
 
     drafts(24)  # the context now holds the prompt, as it will when the drafts after the cancel start
     want = drafts(24)
-    assert seconds_to_stop(tiny, lambda: drafts(4000), cancel_after=1) < 2
+    assert seconds_to_stop(lambda: drafts(4000), cancel_after=1) < 2
     assert drafts(24) == want
 
 
@@ -181,7 +185,7 @@ def test_a_long_prompt_stops_between_slices_and_its_read_is_resumed(tiny, hotpot
     tiny.reset()
     want = tiny.generate([prompt], max_tokens=12)[0][0]
     tiny.reset()
-    assert seconds_to_stop(tiny, lambda: tiny.generate([prompt], max_tokens=12), cancel_after=1) < 2
+    assert seconds_to_stop(lambda: tiny.generate([prompt], max_tokens=12), cancel_after=1) < 2
     llama = tiny._llama
     held = llama.n_tokens
     assert 0 < held < len(tokens) and held % PROMPT_SLICE == 0  # stopped mid-read, between two slices
@@ -197,13 +201,13 @@ def test_one_answer_stops_between_tokens(tiny):
 
     answer(24)
     want = answer(24)
-    assert seconds_to_stop(tiny, lambda: answer(4000), cancel_after=1) < 2
+    assert seconds_to_stop(lambda: answer(4000), cancel_after=1) < 2
     assert answer(24) == want
 
 
 @pytest.mark.model
 def test_a_hung_up_job_of_drafts_frees_the_worker(tiny):
-    jobs = JobQueue([tiny], capacity=2, streaming=tiny)
+    jobs = JobQueue(capacity=2, streaming=tiny)
     try:
         work = lambda: tiny.generate([COUNTING], max_tokens=4000, **DRAFTS)  # noqa: E731
         job, seconds = asyncio.run(hang_up(jobs, work, after=1))

@@ -76,7 +76,7 @@ def test_option_the_method_does_not_take(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("Some text.")
     assert_one_line_error(run("ask", "Who?", "--context", str(path), "--method", "op", "--samples", "3"),
-                          "--method op does not take --samples; it takes --budget, --chunk-words, --strong")
+                          "--method op does not take --samples; it takes --max-tokens, --budget, --chunk-words")
 
 
 def test_missing_model_file(tmp_path):
@@ -256,7 +256,7 @@ def test_index_the_real_wikipedia_excerpt(tmp_path):
     assert again.returncode == 0 and "106 documents" in again.stdout
     other = tmp_path / "c.jsonl"
     other.write_text(json.dumps({"title": "A", "text": "x"}) + "\n")
-    assert_one_line_error(run("index", str(other), "--out", str(tmp_path / "ix")), "pass --force")
+    assert_one_line_error(run("index", str(other), "--out", str(tmp_path / "ix")), "set --force")
 
 
 @pytest.mark.model
@@ -349,7 +349,7 @@ def test_ask_needs_exactly_one_source_and_a_matching_method(tmp_path):
     ctx.write_text("Some text.")
     assert_one_line_error(run("ask", "Who?"), "either --context PATH")
     assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--index", str(tmp_path)), "not both")
-    assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--method", "funnel"), "pass --index DIR")
+    assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--method", "funnel"), "pass --index instead of --context")
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--method", "op"), "--index answers with")
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--budget", "500"),
                           "does not take --budget")

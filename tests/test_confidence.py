@@ -15,11 +15,13 @@ from ragfunnel.confidence.signals import (
     support_signals,
 )
 from ragfunnel.errors import ConfigError
+from ragfunnel.llm.base import Capabilities
 from ragfunnel.llm.fake import FakeLLM
 from ragfunnel.llm.openai import _token_logprobs
 from ragfunnel.llm.speed import SpeedProfile
 from ragfunnel.methods import make_method
 from ragfunnel.methods.auto import Auto
+from ragfunnel.methods.config import AutoConfig
 from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace, Trace
 
 WORDS = " ".join(f"word{i}" for i in range(3000))
@@ -114,6 +116,8 @@ def test_summaries_and_empty_answers_get_no_confidence():
 
 def test_the_judge_is_asked_after_the_answer_and_its_answer_is_a_signal():
     class Judging(FakeLLM):
+        capabilities = Capabilities(yes_probability=True)
+
         def yes_probability(self, prompt, answer, check):
             self.judged = (prompt, answer, check)
             return 0.25
@@ -184,7 +188,7 @@ def _auto(prefer: str, answers: dict[str, str], *, draft: str = "Rationale: r\nA
     light = FakeLLM(light_reply, name="light", context_window=8192)
     strong = FakeLLM(strong_reply, name="strong", context_window=8192)
     speed._measured.update({"FakeLLM:light": SpeedProfile(400, 40), "FakeLLM:strong": SpeedProfile(100, 10)})
-    return Auto(light=light, strong=strong, budget=500, chunk_words=100, prefer=prefer, **kwargs)
+    return Auto(AutoConfig(budget=500, chunk_words=100, prefer=prefer, **kwargs), light=light, strong=strong)
 
 
 @pytest.fixture
@@ -365,6 +369,7 @@ def test_prefer_is_refused_by_methods_other_than_auto(tmp_path):
 
 def test_costly_signals_are_read_only_where_the_calibration_weighs_them(tmp_path):
     class Judging(FakeLLM):
+        capabilities = Capabilities(yes_probability=True)
         asked = 0
 
         def yes_probability(self, prompt, answer, check):

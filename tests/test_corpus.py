@@ -119,7 +119,7 @@ def test_index_round_trip_and_cluster_search(tmp_path):
 def test_index_is_kept_when_up_to_date_and_refused_otherwise(tmp_path):
     first = build_index(small_corpus(), tmp_path / "ix", source="test")
     assert build_index(small_corpus(), tmp_path / "ix", source="test") == first
-    with pytest.raises(ConfigError, match="pass --force to rebuild"):
+    with pytest.raises(ConfigError, match="set force to rebuild"):
         build_index(small_corpus()[:2], tmp_path / "ix", source="test")
     assert build_index(small_corpus()[:2], tmp_path / "ix", source="test", force=True).documents == 2
     (tmp_path / "other").mkdir()

@@ -57,7 +57,7 @@ def test_malformed_rows_are_reported_with_file_and_line(tmp_path):
         {"question": "no answers"},
         {"question": "ok again?", "answers": ["y"]},
     ])
-    with pytest.raises(InputError, match=r"d.jsonl:2: not valid JSON.*on-error skip"):
+    with pytest.raises(InputError, match=r"d.jsonl:2: not valid JSON.*set on_error to skip"):
         load_dataset(path)
     loaded = load_dataset(path, on_error="skip")
     assert len(loaded.examples) == 2
@@ -79,7 +79,7 @@ def test_rows_of_the_wrong_shape_are_reported_not_crashed_on(tmp_path, fmt, reco
     loaded = load_dataset(path, format=fmt, on_error="skip")
     assert not loaded.examples and [e.line for e in loaded.errors] == [1]
     assert says in loaded.errors[0].message
-    with pytest.raises(InputError, match="d.jsonl:1: .*--on-error skip"):
+    with pytest.raises(InputError, match="d.jsonl:1: .*set on_error to skip"):
         load_dataset(path, format=fmt)
 
 

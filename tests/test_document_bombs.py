@@ -110,7 +110,7 @@ def test_every_decoding_chain_is_followed_both_to_read_and_to_refuse(tmp_path, c
     assert "Gull Rock timetable" in read_document(small, ReadLimits(max_pdf_stream_mb=1)).text
     bomb = one_page(tmp_path / "bomb.pdf", stream(encode(b" " * (6 * MIB) + TEXT_OPS), dictionary))
     assert bomb.stat().st_size < MIB / 10
-    with pytest.raises(InputError, match="a compressed stream expands past 2 MB .* pass --max-pdf-stream-mb"):
+    with pytest.raises(InputError, match="a compressed stream expands past 2 MB .* raise the limit with max_pdf_stream_mb"):
         read_document(bomb, ReadLimits(max_pdf_stream_mb=2))
 
 
@@ -145,7 +145,7 @@ def test_a_flate_bomb_page_is_refused_while_it_inflates_and_memory_stays_flat(tm
     started = time.monotonic()
     read = read_in_a_subprocess(bomb, max_pdf_stream_mb=16)
     assert read["error"] == ("InputError: bomb.pdf: a compressed stream expands past 16 MB (a decompression bomb?); "
-                             "pass --max-pdf-stream-mb to raise the limit")
+                             "raise the limit with max_pdf_stream_mb")
     assert read["above_idle_mb"] < 50, read
     assert time.monotonic() - started < 30
 
@@ -155,7 +155,7 @@ def test_streams_each_under_the_limit_are_refused_past_the_document_limit(tmp_pa
     path = one_page(tmp_path / "many.pdf", *parts)
     assert "Gull Rock timetable" in read_document(path, ReadLimits(max_pdf_stream_mb=4, max_inflated_mb=16)).text
     with pytest.raises(InputError, match=r"many.pdf: its compressed streams expand past 12 MB in all .* "
-                                         r"pass --max-inflated-mb to raise the limit"):
+                                         r"raise the limit with max_inflated_mb"):
         read_document(path, ReadLimits(max_pdf_stream_mb=4, max_inflated_mb=12))
 
 
@@ -164,17 +164,17 @@ def test_a_page_tree_listing_one_page_over_and_over_is_refused_at_once(tmp_path)
     path = one_page(tmp_path / "tree.pdf", stream(TEXT_OPS), kids=b"[" + b"3 0 R " * times + b"]", count=times)
     started = time.monotonic()
     with pytest.raises(InputError, match=r"tree.pdf has 50,000 pages, over the limit of 1,000 .* "
-                                         r"pass --max-pdf-pages to raise it"):
+                                         r"raise it with max_pdf_pages"):
         read_document(path, ReadLimits(max_pdf_pages=1000))
     assert time.monotonic() - started < 5
-    assert read_in_a_subprocess(path)["error"].endswith("pass --max-pdf-pages to raise it")  # the default, 10,000
+    assert read_in_a_subprocess(path)["error"].endswith("raise it with max_pdf_pages")  # the default, 10,000
 
 
 def test_text_past_its_limit_stops_the_reading(tmp_path):
     path = make_pdf(tmp_path / "long.pdf", ["Harbour notes and tides " * 4] * 5)
     assert read_document(path, ReadLimits(max_pdf_text_chars=1000)).pages == 5
     with pytest.raises(InputError, match=r"long.pdf holds over 250 characters of text by page 3; "
-                                         r"pass --max-pdf-text-chars to raise the limit"):
+                                         r"raise the limit with max_pdf_text_chars"):
         read_document(path, ReadLimits(max_pdf_text_chars=250))
 
 
@@ -242,7 +242,7 @@ def test_a_page_drawing_millions_of_characters_is_refused_at_the_memory_limit_an
     started = time.monotonic()
     read = read_in_a_subprocess(path, max_pdf_memory_mb=128)
     assert read["error"].startswith("InputError: reading bomb.pdf needed more than 128 MB"), read
-    assert read["error"].endswith("; pass --max-pdf-memory-mb to raise it") and "\n" not in read["error"]
+    assert read["error"].endswith("; raise it with max_pdf_memory_mb") and "\n" not in read["error"]
     assert read["above_idle_mb"] < 50 and read["child_peak_mb"] < 128, read
     assert time.monotonic() - started < 30
 
@@ -258,7 +258,7 @@ def test_a_reader_past_its_time_is_killed_and_one_line(tmp_path):
     started = time.monotonic()
     with pytest.raises(InputError) as refused:
         read_document(path, ReadLimits(max_pdf_seconds=0.3))
-    assert str(refused.value) == "reading slow.pdf took over 0.3 s; pass --max-pdf-seconds to raise the limit"
+    assert str(refused.value) == "reading slow.pdf took over 0.3 s; raise the limit with max_pdf_seconds"
     assert time.monotonic() - started < 5
     one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-seconds", "0.3"), "pass --max-pdf-seconds")
 

@@ -68,5 +68,5 @@ def test_a_version_1_index_is_refused_with_the_rebuild_command(tmp_path):
                                          r"`ragfunnel index CORPUS --out .* --force`"):
         CorpusIndex(tmp_path / "ix")
     # and build_index does not mistake it for an up-to-date index
-    with pytest.raises(ConfigError, match="pass --force"):
+    with pytest.raises(ConfigError, match="set force"):
         build_index(corpus(), tmp_path / "ix", source="test")

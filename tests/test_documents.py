@@ -180,8 +180,8 @@ def test_truncated_files_of_each_format(tmp_path, name):
 
 def test_zip_bombs_are_refused_with_the_limit_and_its_option(tmp_path):
     bomb = make_epub(tmp_path / "bomb.epub", [("One", "text")], extra={"OEBPS/zeros.bin": b"\0" * (20 << 20)})
-    _refused(bomb, r"expands \d+-fold, over the limit of 200 .*--max-zip-ratio")
-    _refused(bomb, r"expands to 20 MB, over the 5 MB limit .*--max-unzipped-mb",
+    _refused(bomb, r"expands \d+-fold, over the limit of 200 .*raise it with max_zip_ratio")
+    _refused(bomb, r"expands to 20 MB, over the 5 MB limit .*raise it with max_unzipped_mb",
              ReadLimits(max_unzipped_mb=5, max_zip_ratio=10_000))
     docx_bomb = tmp_path / "bomb.docx"
     with zipfile.ZipFile(docx_bomb, "w") as z:
@@ -216,7 +216,7 @@ def test_unknown_formats_legacy_office_and_missing_or_huge_files(tmp_path):
     _refused(tmp_path / "sheet.xlsx", "zip archive ragfunnel cannot read")
     _refused(tmp_path / "nope.pdf", "does not exist")
     (tmp_path / "big.txt").write_text("word " * 300_000)
-    _refused(tmp_path / "big.txt", r"over the 1 MB limit; pass --max-document-mb", ReadLimits(max_document_mb=1))
+    _refused(tmp_path / "big.txt", r"over the 1 MB limit; raise it with max_document_mb", ReadLimits(max_document_mb=1))
 
 
 def test_a_folder_without_supported_files(tmp_path):

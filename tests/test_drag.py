@@ -9,6 +9,7 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm import FakeLLM
+from ragfunnel.methods.config import DragConfig, IterDragConfig
 from ragfunnel.methods.demonstrations import Demonstration, SelfAskStep, load_demonstrations, save_demonstrations
 from ragfunnel.methods.drag import DRAG
 from ragfunnel.methods.iterdrag import IterDRAG
@@ -61,7 +62,8 @@ def words(text):
 def test_drag_prompt_tokens_hand_counted(index, k, m, tokens):
     demo = Demonstration("Who kept the Gull Rock light?", "Martha Quill")
     llm = scripted("Port Ellis")
-    p = DRAG(index=index, strong=llm, documents=k, shots=m, demonstrations=[demo]).run("Where was the keeper born?")
+    method = DRAG(DragConfig(documents=k, shots=m, demonstrations=[demo]), index=index, strong=llm)
+    p = method.run("Where was the keeper born?")
     assert p.answer == "Port Ellis" and p.method == "drag"
     assert words(llm.calls[0][0]) == tokens
     assert p.trace.input_tokens == tokens == p.trace.stage("generate").detail["largest_prompt_tokens"]
@@ -71,7 +73,7 @@ def test_drag_prompt_tokens_hand_counted(index, k, m, tokens):
 def test_drag_orders_shots_then_reversed_test_documents_then_question(index):
     demo = Demonstration("What nests on the cliffs?", "Puffins and gannets")
     llm = scripted("Port Ellis")
-    p = DRAG(index=index, strong=llm, documents=2, shots=1, demonstrations=[demo]).run(QUESTION)
+    p = DRAG(DragConfig(documents=2, shots=1, demonstrations=[demo]), index=index, strong=llm).run(QUESTION)
     prompt = llm.calls[0][0]
     # the shot's documents were retrieved for its own question; the test's best document (b) is last
     positions = [prompt.index(s) for s in ("(Title: Seabirds)", "Question: What nests on the cliffs?",
@@ -85,25 +87,25 @@ def test_drag_orders_shots_then_reversed_test_documents_then_question(index):
 
 
 @pytest.mark.parametrize("options, error, match", [
-    ({"shots": 3}, ConfigError, r"--shots 3 needs 3 demonstrations but only 1 were given .*lower --shots to at most 1"),
-    ({"shots": -1}, ConfigError, "shots must be >= 0, got -1"),
-    ({"documents": -2}, ConfigError, r"documents \(k\) must be >= 0, got -2"),
+    ({"shots": 3}, ConfigError, r"shots 3 needs 3 demonstrations but only 1 were given .*lower shots to at most 1"),
+    ({"shots": -1}, ConfigError, "shots must be between 0 and 1,000, got -1"),
+    ({"documents": -2}, ConfigError, "documents must be between 0 and 1,000, got -2"),
     ({"task": "summary"}, ConfigError, "task 'summary' is not one of qa, multihop"),
     ({"task": "poem"}, ConfigError, "unknown task 'poem'"),
-    ({"iterations": 0}, ConfigError, r"iterations \(n\) must be at least 1, got 0"),
+    ({"iterations": 0}, ConfigError, "iterations must be between 1 and 20, got 0"),
 ])
 def test_bad_options_are_named(index, options, error, match):
     demos = [Demonstration("Who kept the Gull Rock light?", "Martha Quill")]
     with pytest.raises(error, match=match):
-        IterDRAG(index=index, strong=scripted(), demonstrations=demos, **options)
+        IterDRAG(IterDragConfig(demonstrations=demos, **options), index=index, strong=scripted())
     if "iterations" not in options:
         with pytest.raises(error, match=match):
-            DRAG(index=index, strong=scripted(), demonstrations=demos, **options)
+            DRAG(DragConfig(demonstrations=demos, **options), index=index, strong=scripted())
 
 
 def test_an_empty_question_is_refused(index):
     with pytest.raises(InputError, match="question is empty"):
-        DRAG(index=index, strong=scripted()).run("  ")
+        DRAG(DragConfig(), index=index, strong=scripted()).run("  ")
 
 
 # --- IterDRAG -------------------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ def test_iterdrag_follow_ups_retrieve_and_merge_without_repeats(index):
     llm = scripted("Follow up: Who kept the Gull Rock light?", "Intermediate answer: Martha Quill",
                    "Follow up: Where was Martha Quill born?", "Intermediate answer: Port Ellis",
                    "So the final answer is: Port Ellis")
-    p = IterDRAG(index=index, strong=llm, documents=1).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=1), index=index, strong=llm).run(QUESTION)
     assert p.answer == "Port Ellis" and p.method == "iterdrag"
     steps = p.trace.stages[1:]
     assert [s.name for s in p.trace.stages] == ["retrieve", "step1", "step2", "step3", "step4", "step5"]
@@ -135,7 +137,7 @@ def test_iterdrag_effective_context_is_every_call_hand_counted(index):
     llm = scripted("Follow up: Who kept the Gull Rock light?", "Intermediate answer: Martha Quill",
                    "Follow up: Where was Martha Quill born?", "Intermediate answer: Port Ellis",
                    "So the final answer is: Port Ellis")
-    p = IterDRAG(index=index, strong=llm, documents=1).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=1), index=index, strong=llm).run(QUESTION)
     sizes = [words(prompt) for prompt, _ in llm.calls]
     # each call adds: the pending "Follow up: Who kept the Gull Rock light?" (8); its "Intermediate answer:
     # Martha Quill" (4); the Port Ellis document line (16) and "Follow up: Where was Martha Quill born?" (7);
@@ -159,7 +161,7 @@ def always_asks(prompt, i):
 
 def test_iterdrag_forces_the_final_answer_after_n_follow_ups(index):
     llm = FakeLLM(always_asks)
-    p = IterDRAG(index=index, strong=llm, documents=1, iterations=2).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=1, iterations=2), index=index, strong=llm).run(QUESTION)
     assert p.answer == "Gull Rock"
     assert [s.name for s in p.trace.stages] == ["retrieve", "step1", "step2", "step3", "step4", "final"]
     assert llm.grammars[-1] == FINAL_GRAMMAR and llm.calls[-1][0].endswith(f"Intermediate answer: somewhere\n{FINAL}")
@@ -171,7 +173,7 @@ def test_iterdrag_forces_the_final_answer_after_n_follow_ups(index):
 @pytest.mark.parametrize("second", ["Follow up: And where is that?", ""])
 def test_iterdrag_a_reply_that_breaks_the_chain_forces_the_final_answer(index, second):
     llm = scripted("Follow up: Who kept the Gull Rock light?", second, "So the final answer is: Port Ellis")
-    p = IterDRAG(index=index, strong=llm, documents=1).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=1), index=index, strong=llm).run(QUESTION)
     assert p.answer == "Port Ellis"
     assert [s.name for s in p.trace.stages] == ["retrieve", "step1", "step2", "final"]
     assert p.trace.stage("step2").detail["broke_chain"] is True
@@ -183,7 +185,7 @@ def test_iterdrag_a_reply_that_breaks_the_chain_forces_the_final_answer(index, s
 def test_iterdrag_a_repeated_follow_up_forces_the_final_answer(index):
     llm = scripted("Follow up: Who kept the Gull Rock light?", "Intermediate answer: Martha Quill",
                    "Follow up: who kept the Gull Rock light", "So the final answer is: Port Ellis")
-    p = IterDRAG(index=index, strong=llm, documents=1).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=1), index=index, strong=llm).run(QUESTION)
     assert [s.name for s in p.trace.stages] == ["retrieve", "step1", "step2", "step3", "final"]
     assert p.trace.stage("step3").detail["broke_chain"] is True and "query" not in p.trace.stage("step3").detail
     assert p.trace.stages[-1].detail["follow_ups"] == 1
@@ -191,7 +193,7 @@ def test_iterdrag_a_repeated_follow_up_forces_the_final_answer(index):
 
 def test_iterdrag_a_direct_final_answer_takes_one_call(index):
     llm = scripted("**So the final answer is:** Port Ellis\nBecause...")
-    p = IterDRAG(index=index, strong=llm, documents=2).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=2), index=index, strong=llm).run(QUESTION)
     assert p.answer == "Port Ellis" and len(llm.calls) == 1
     assert p.trace.stages[-1].detail["forced"] is False and p.trace.stages[-1].detail["follow_ups"] == 0
 
@@ -199,7 +201,7 @@ def test_iterdrag_a_direct_final_answer_takes_one_call(index):
 def test_iterdrag_without_grammar_support_parses_bare_replies(index):
     # what a backend that ignores the grammar might return: no prefixes at all
     llm = scripted("Who kept the Gull Rock light?", "Martha Quill", "Port Ellis")
-    p = IterDRAG(index=index, strong=llm, documents=1).run(QUESTION)
+    p = IterDRAG(IterDragConfig(documents=1), index=index, strong=llm).run(QUESTION)
     assert p.answer == "Port Ellis"
     assert [s.detail["kind"] for s in p.trace.stages[1:]] == ["follow_up", "intermediate", "final"]
     assert [s.detail["prefixed"] for s in p.trace.stages[1:]] == [False, False, False]
@@ -210,7 +212,7 @@ def test_iterdrag_shots_show_their_chains_and_documents_for_their_own_queries(in
                          steps=(SelfAskStep("Where does the lighthouse stand?", "Gull Rock"),
                                 SelfAskStep("What nests on the cliffs?", "Puffins")))
     llm = scripted("So the final answer is: Port Ellis")
-    IterDRAG(index=index, strong=llm, documents=1, shots=1, demonstrations=[demo]).run(QUESTION)
+    IterDRAG(IterDragConfig(documents=1, shots=1, demonstrations=[demo]), index=index, strong=llm).run(QUESTION)
     prompt = llm.calls[0][0]
     shot, test = prompt.split("Reason one line at a time.")
     # one document per retrieval: the demo question's, then each follow-up's (Seabirds), best last
@@ -232,10 +234,10 @@ def test_stored_documents_are_used_up_to_k_and_retrieved_beyond(index, tmp_path)
     save_demonstrations([demo], path)
     assert load_demonstrations(path) == [demo]
     llm = scripted("Port Ellis", "Port Ellis")
-    DRAG(index=index, strong=llm, documents=1, shots=1, demonstrations=path).run(QUESTION)
+    DRAG(DragConfig(documents=1, shots=1, demonstrations=path), index=index, strong=llm).run(QUESTION)
     assert "(Title: Elsewhere)" in llm.calls[0][0]
     llm = scripted("Port Ellis")
-    DRAG(index=index, strong=llm, documents=2, shots=1, demonstrations=path).run(QUESTION)
+    DRAG(DragConfig(documents=2, shots=1, demonstrations=path), index=index, strong=llm).run(QUESTION)
     shot = llm.calls[0][0].split("Now the question")[0]
     assert "(Title: Elsewhere)" not in shot and "(Title: Martha Quill)" in shot and "(Title: Gull Rock)" in shot
 
@@ -271,7 +273,7 @@ def test_bad_demonstration_files_are_named_with_their_line(tmp_path, text, match
 
 def test_a_missing_demonstrations_file_is_named(index, tmp_path):
     with pytest.raises(InputError, match="none.jsonl does not exist"):
-        DRAG(index=index, strong=scripted(), demonstrations=tmp_path / "none.jsonl")
+        DRAG(DragConfig(demonstrations=tmp_path / "none.jsonl"), index=index, strong=scripted())
 
 
 def test_make_drag_demonstrations_retrieves_for_each_question(index):

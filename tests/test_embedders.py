@@ -169,7 +169,7 @@ def test_the_same_embedder_keeps_an_index_and_another_needs_force(tmp_path, embe
     first = build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec)
     requests.clear()
     assert build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec) == first and not requests
-    with pytest.raises(ConfigError, match="pass --force"):
+    with pytest.raises(ConfigError, match="set force"):
         build_index(DOCS, tmp_path / "ix", source="test", flat=True)  # the bundled MiniLM: another configuration
 
 
@@ -248,12 +248,12 @@ def test_an_embedder_whose_weights_changed_is_refused(embedding_server):
 def test_an_embedder_needs_something_to_embed(tmp_path):
     with pytest.raises(ConfigError) as e:
         build_index(DOCS, tmp_path / "ix", source="test", embedder="openai:http://localhost:1/v1#m")
-    assert one_line(e) == ("--embedder openai:http://localhost:1/v1#m embeds flat passages and documents; pass --flat "
-                           "(or --embed-documents) too")
+    assert one_line(e) == ("embedder=openai:http://localhost:1/v1#m embeds flat passages and documents; set flat "
+                           "(or embed_documents) too")
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in DOCS))
     result = CliRunner().invoke(main, ["index", str(corpus), "--out", str(tmp_path / "ix"), "--embedder", "nope"])
-    assert result.exit_code == 1 and result.stderr.startswith("error: --embedder nope embeds flat passages")
+    assert result.exit_code == 1 and result.stderr.startswith("error: --embedder=nope embeds flat passages")
     result = CliRunner().invoke(main, ["index", str(corpus), "--out", str(tmp_path / "ix"), "--flat", "--embedder",
                                        "nope"])
     assert result.exit_code == 1 and result.stderr.startswith("error: unknown embedder 'nope'; pass bundled:minilm")

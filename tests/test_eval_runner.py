@@ -84,7 +84,7 @@ def test_rows_are_written_and_a_rerun_skips_them(tmp_path):
 
 def test_a_different_configuration_is_refused(tmp_path):
     run_eval(examples(1), methods(), tmp_path, config={"budget": 100}, progress=False)
-    with pytest.raises(ConfigError, match="differs in: budget.*new --out"):
+    with pytest.raises(ConfigError, match=r"differs in: budget.*new directory \(out\)"):
         run_eval(examples(1), methods(), tmp_path, config={"budget": 200}, progress=False)
 
 

@@ -94,9 +94,9 @@ def test_the_faiss_index_round_trips_through_the_checksummed_manifest(faiss, tmp
 def test_an_unset_faiss_option_builds_by_size_and_keeps_what_an_index_has(faiss, tmp_path):
     assert build(tmp_path / "ix").faiss.kind == "flat"  # 240 passages: exact
     assert build(tmp_path / "ix", faiss="auto").faiss.kind == "flat"  # up to date, kept
-    with pytest.raises(ConfigError, match="pass --force to rebuild it"):
+    with pytest.raises(ConfigError, match="set force to rebuild it"):
         build(tmp_path / "ix", faiss="hnsw")
-    with pytest.raises(ConfigError, match="pass --force to rebuild it"):
+    with pytest.raises(ConfigError, match="set force to rebuild it"):
         build(tmp_path / "ix", faiss="none")
     plain = build(tmp_path / "ix", faiss="none", force=True)
     assert plain.faiss is None and FAISS_FILE not in plain.files
@@ -194,7 +194,7 @@ def test_an_index_with_faiss_is_searched_exactly_without_the_extra(faiss, tmp_pa
 
 @pytest.mark.parametrize("options, match", [
     ({"faiss": "lsh"}, "unknown FAISS index type 'lsh'; valid: auto, flat, hnsw, ivf, ivfpq, none"),
-    ({"faiss": "hnsw", "flat": False}, "--faiss hnsw indexes the flat passages' vectors; pass --flat too"),
+    ({"faiss": "hnsw", "flat": False}, "faiss=hnsw indexes the flat passages' vectors; set flat too"),
 ])
 def test_bad_faiss_options_are_refused(tmp_path, options, match):
     with pytest.raises(ConfigError, match=match):
@@ -202,7 +202,7 @@ def test_bad_faiss_options_are_refused(tmp_path, options, match):
 
 
 def test_ivfpq_on_too_few_passages_names_the_alternatives(faiss, tmp_path):
-    with pytest.raises(ConfigError, match="needs at least 9984 passages .* this corpus has 240; use --faiss auto"):
+    with pytest.raises(ConfigError, match="needs at least 9984 passages .* this corpus has 240; use faiss=auto"):
         build(tmp_path / "ix", faiss="ivfpq")
 
 

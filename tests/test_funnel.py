@@ -91,5 +91,5 @@ def test_stored_document_vectors_give_the_scores_of_encoding_at_query_time(tmp_p
 
 def test_an_index_without_document_vectors_is_rebuilt_only_when_asked(index, tmp_path):
     assert not index.manifest.document_vectors and index.document_vectors is None
-    with pytest.raises(ConfigError, match="--force"):
+    with pytest.raises(ConfigError, match="set force to rebuild it"):
         build_index(DOCS, tmp_path / "ix", source="test", embed_documents=True)

@@ -64,7 +64,7 @@ def test_help_shows_plain():
 
 
 def test_plain_is_passed_through_and_the_model_records_it(distilling):
-    from ragfunnel.corpus.distill import LABELS_FILE, read_training_log
+    from ragfunnel.corpus.distill import LABELS_FILE, LOG_FILE
     from ragfunnel.retrieve.rerank import PRIOR_FILE, load_pre_ranker
 
     distil, passed, out = distilling
@@ -77,13 +77,14 @@ def test_plain_is_passed_through_and_the_model_records_it(distilling):
     assert len(rows) == 2 and all(len(r["titles"]) == r["kept"] <= 3 for r in rows)  # no easy negative labelled
     labels_config = json.loads((out / "distill_labels.config.json").read_text())
     assert labels_config["easy_negatives"] == 0 and labels_config[VERSION_KEY] == __version__
-    assert json.loads((out / "distill.json").read_text())[VERSION_KEY] == __version__
-    assert read_training_log(out).plain is True and not (out / PRIOR_FILE).exists()
+    training_log = json.loads((out / LOG_FILE).read_text())
+    assert training_log[VERSION_KEY] == __version__
+    assert training_log["plain"] is True and not (out / PRIOR_FILE).exists()
     assert FixedCosines.made == 0 and type(load_pre_ranker(out)) is TinyCrossEncoder
 
 
 def test_the_default_keeps_easy_negatives_and_the_prior(distilling):
-    from ragfunnel.corpus.distill import LABELS_FILE, read_training_log
+    from ragfunnel.corpus.distill import LABELS_FILE, LOG_FILE
     from ragfunnel.retrieve.rerank import PRIOR_FILE
 
     distil, passed, out = distilling
@@ -93,7 +94,8 @@ def test_the_default_keeps_easy_negatives_and_the_prior(distilling):
     assert passed["collect_labels"]["plain"] is False and passed["train_pre_ranker"]["plain"] is False
     rows = [json.loads(line) for line in (out / LABELS_FILE).read_text().splitlines()]
     assert any(len(r["titles"]) > r["kept"] for r in rows)  # the corpus's fourth document, as an easy negative
-    assert read_training_log(out).plain is False and json.loads((out / PRIOR_FILE).read_text())["weight"] == 10.0
+    assert json.loads((out / LOG_FILE).read_text())["plain"] is False
+    assert json.loads((out / PRIOR_FILE).read_text())["weight"] == 10.0
 
 
 @pytest.mark.parametrize("options, message", [

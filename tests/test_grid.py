@@ -132,7 +132,7 @@ def test_prompt_caches_are_dropped_before_each_answer_unless_kept(tmp_path, monk
 
 def test_a_different_run_configuration_is_refused(tmp_path):
     run_grid(examples(1), CONFIGS[:1], FakeMethod, tmp_path, config_meta={"dataset": "a"}, progress=False)
-    with pytest.raises(ConfigError, match="differs in: dataset.*new --out"):
+    with pytest.raises(ConfigError, match=r"differs in: dataset.*new directory \(out\)"):
         run_grid(examples(1), CONFIGS[:1], FakeMethod, tmp_path, config_meta={"dataset": "b"}, progress=False)
 
 

@@ -139,7 +139,7 @@ def test_an_index_from_before_manifest_checksums_is_refused(index):
 
 def test_a_damaged_manifest_is_rebuilt_only_when_asked(index):
     (index / "manifest.json").write_text("[]")
-    with pytest.raises(ConfigError, match="or a damaged one; pass --force") as error:
+    with pytest.raises(ConfigError, match="or a damaged one; set force") as error:
         build_index(corpus(), index, source="test")
     one_line(error)
     assert build_index(corpus(), index, source="test", force=True).documents == 3

@@ -211,7 +211,7 @@ def test_set_server_timeout_reaches_models_resolved_before_and_after(hung_server
         with pytest.raises(BackendUnavailable):
             llm.generate(["hi"])
         assert time.monotonic() - started < 4
-    with pytest.raises(ConfigError, match="--timeout"):
+    with pytest.raises(ConfigError, match="^timeout must be a positive number of seconds"):
         registry.set_server_timeout(0)
 
 

@@ -15,6 +15,7 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import resolve
+from ragfunnel.methods.config import IterDragConfig
 from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.prompts.self_ask import FINAL, FOLLOW_UP, INTERMEDIATE, INTERMEDIATE_GRAMMAR, STEP_GRAMMAR
 from tests.conftest import HOTPOT
@@ -41,7 +42,8 @@ def hotpot_index(hotpot_examples, tmp_path_factory):
 
 def test_iterdrag_end_to_end_follows_up_and_grows_its_context(hotpot_index):
     index, example = hotpot_index
-    method = IterDRAG(index=index, strong="bundled:qwen2.5-1.5b", documents=2, iterations=2, max_tokens=32)
+    config = IterDragConfig(documents=2, iterations=2, max_tokens=32)
+    method = IterDRAG(config, index=index, strong="bundled:qwen2.5-1.5b")
     started = time.perf_counter()
     p = method.run(example["question"])
     seconds = time.perf_counter() - started

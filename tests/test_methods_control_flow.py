@@ -101,7 +101,7 @@ def test_self_route_falls_back_to_long_context_on_unanswerable():
     llm = FakeLLM(reply)
     p = make_method("self-route", strong=llm, budget=12, chunk_words=10).run("When was it built?", CONTEXT)
     assert p.answer == "1871" and p.method == "self-route"
-    assert [s.name for s in p.trace.stages] == ["retrieve", "generate_or_decline", "fallback_long_context"]
+    assert [s.name for s in p.trace.stages] == ["retrieve", "generate_or_decline", "generate", "confidence"]
     assert p.trace.stages[1].detail["route"] == "long_context"
 
 
@@ -137,8 +137,8 @@ def test_empty_question_is_refused(question):
 def test_unknown_method_and_option_are_named():
     with pytest.raises(ConfigError, match="valid methods: auto, fb-f, fb, op"):
         make_method("magic")
-    with pytest.raises(ConfigError, match="does not take light"):
-        make_method("op", light="bundled:qwen2.5-0.5b")
+    with pytest.raises(ConfigError, match="method op does not take samples; it takes task, max_tokens, budget"):
+        make_method("op", samples=3)
 
 
 def test_budget_larger_than_window_is_refused():

@@ -334,16 +334,14 @@ def test_a_journal_of_many_rows_reads_fast(tmp_path):
     assert time.perf_counter() - started < 10  # ~1 s on a slow machine; the scan is a few numpy passes a row
 
 
-@pytest.mark.parametrize("reader", ["allocation fit", "training log", "prior weight", "checksums"])
+@pytest.mark.parametrize("reader", ["allocation fit", "prior weight", "checksums"])
 def test_model_side_files_that_are_fifos_are_refused_at_once(tmp_path, reader):
-    from ragfunnel.corpus.distill import LOG_FILE, read_training_log
     from ragfunnel.retrieve.attention import CHECKSUMS, verify_checked_dir
     from ragfunnel.retrieve.rerank import PRIOR_FILE, read_prior_weight
     from ragfunnel.scaling.allocation import load_fit
 
     name, read = {
         "allocation fit": ("fit.json", lambda: load_fit(tmp_path / "fit.json")),
-        "training log": (LOG_FILE, lambda: read_training_log(tmp_path)),
         "prior weight": (PRIOR_FILE, lambda: read_prior_weight(tmp_path)),
         "checksums": (CHECKSUMS, lambda: verify_checked_dir(tmp_path)),
     }[reader]

@@ -94,7 +94,7 @@ def test_an_unreachable_ray_address_is_one_line_in_seconds(tmp_path):
     result = CliRunner().invoke(main, ["eval", str(data), "--out", str(tmp_path / "r"), "--ray", "ray://127.0.0.1:9"])
     assert result.exit_code == 1 and result.output.strip().splitlines() == [
         "error: cannot reach the Ray cluster at ray://127.0.0.1:9 (connection refused); start it with "
-        "`ray start --head` on that machine, or fix --ray"]
+        "`ray start --head` on that machine, or fix the address (--ray)"]
     assert time.monotonic() - started < 10
     assert not (tmp_path / "r").exists()  # refused before the run directory was made
 
@@ -239,8 +239,8 @@ def test_the_pool_holds_only_workers_the_cluster_can_place(ray_cluster, caplog):
 
     assert pool_size(ray_cluster, RayOptions()) == 2 and pool_size(ray_cluster, RayOptions(cpus=2)) == 1
     assert pool_size(ray_cluster, RayOptions(actors=5)) == 2  # a third would wait forever, holding its pair
-    assert "--ray-actors 5: only 2 workers of 1 CPUs fit the cluster" in caplog.text
-    with pytest.raises(ConfigError, match="no Ray node has 4 CPUs free for a worker .*lower --ray-cpus"):
+    assert "5 Ray workers asked for (ray_actors), but only 2 of 1 CPUs each fit the cluster" in caplog.text
+    with pytest.raises(ConfigError, match="no Ray node has 4 CPUs free for a worker .*lower ray_cpus/ray_gpus"):
         pool_size(ray_cluster, RayOptions(cpus=4))
     with pytest.raises(ConfigError, match="no Ray node has 1 CPUs and 1 GPUs free"):
         pool_size(ray_cluster, RayOptions(gpus=1))

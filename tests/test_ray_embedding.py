@@ -109,7 +109,7 @@ def test_ray_needs_something_to_embed(tmp_path):
     corpus.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in DOCS))
     result = CliRunner().invoke(main, ["index", str(corpus), "--out", str(tmp_path / "ix"), "--ray", "local"])
     assert result.exit_code == 1
-    assert result.stderr == "error: --ray embeds flat passages and documents; pass --flat (or --embed-documents) too\n"
+    assert result.stderr == "error: --ray embeds flat passages and documents; set --flat (or --embed-documents) too\n"
 
 
 def test_merging_refuses_a_row_missing_or_written_twice(tmp_path):

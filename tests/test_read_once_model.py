@@ -89,9 +89,5 @@ def test_auto_end_to_end_chooses_and_answers(hotpot_examples):
 def test_streamed_text_is_the_completion():
     llm = resolve("bundled:smollm2-135m")
     pieces: list[str] = []
-    llm.on_text = pieces.append
-    try:
-        out = llm.generate(["Name three colours."], max_tokens=16)[0][0]
-    finally:
-        llm.on_text = None
+    out = llm.generate(["Name three colours."], max_tokens=16, on_text=pieces.append)[0][0]
     assert len(pieces) > 1 and "".join(pieces) == out.text and out.completion_tokens > 0

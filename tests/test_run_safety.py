@@ -89,8 +89,8 @@ def test_a_second_eval_on_the_same_out_fails_at_once_naming_the_first(dataset, t
         _, stderr = second.communicate(timeout=60)
         assert second.returncode == 1 and "Traceback" not in stderr
         assert error_lines(stderr) == [f"error: {tmp_path / 'run'} is being written by another ragfunnel "
-                                              f"process (PID {first.pid}); wait for it to finish or stop it, or pass "
-                                              "a different --out"]
+                                              f"process (PID {first.pid}); wait for it to finish or stop it, or write "
+                                              "to another directory (--out)"]
         assert first.wait(60) == 0
     finally:
         stop(server)

@@ -68,7 +68,7 @@ def test_no_generated_request_gets_a_5xx_or_a_traceback(tmp_path, monkeypatch, c
 
 def options_strategy(method: str):
     """Any options a client may set for ``method``: every subset of its typed fields, values within their bounds."""
-    from ragfunnel.serve.options import CLIENT_OPTIONS
+    from ragfunnel.serve.options import client_model
 
     def value(field: dict):
         if "anyOf" in field:
@@ -86,7 +86,7 @@ def options_strategy(method: str):
             return st.booleans()
         raise AssertionError(f"no strategy for {field}")
 
-    properties = CLIENT_OPTIONS[method].model_json_schema()["properties"]
+    properties = client_model(method).model_json_schema()["properties"]
     return st.fixed_dictionaries({}, optional={name: value(field) for name, field in properties.items()})
 
 

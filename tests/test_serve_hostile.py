@@ -1,5 +1,5 @@
-"""The service and its inputs under hostile or careless use: one regression test per kind of failure that
-a probe of 79 requests found (issue [1/5]), with scripted models (no model loads).
+"""The service and its inputs under hostile or careless use: one test per kind of failure a probe of 79
+hostile requests can provoke, with scripted models (no model loads).
 
 The kinds that need a real model or a real browser (SIGTERM mid-generation, the inspector with U+2028)
 are in tests/test_serve_models.py.
@@ -26,7 +26,8 @@ import uvicorn  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from ragfunnel.cli.main import main  # noqa: E402
-from ragfunnel.llm import FakeLLM  # noqa: E402
+from ragfunnel.llm import Capabilities, FakeLLM, current_cancellation  # noqa: E402
+from ragfunnel.llm.base import text_sink  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
 from tests.test_cli import RAGFUNNEL  # noqa: E402
@@ -188,18 +189,28 @@ class LiveServer:
         self.thread.join(10)
 
 
+class SlowModel(FakeLLM):
+    """A model that writes a token every 50 ms for ``seconds`` and looks at its call's cancellation after each,
+    as real backends do; its text streams where its caller says."""
+
+    capabilities = Capabilities(streams_text=True)
+
+
 def slow_model(seconds: float, calls: list) -> FakeLLM:
-    """A model that writes a token every 50 ms for ``seconds`` (through ``on_text``, as real backends do)."""
-    model = FakeLLM(lambda prompt, i: write(), name="slow")
-    model.on_text = None
+    """A :class:`SlowModel` that notes in ``calls`` when each of its answers starts and ends."""
+    model = SlowModel(lambda prompt, i: write(), name="slow")
 
     def write() -> str:
         calls.append(time.monotonic())
         try:
             for _ in range(int(seconds / 0.05)):
                 time.sleep(0.05)
-                if model.on_text is not None:
-                    model.on_text("tok ")  # raises Cancelled once nobody wants the answer
+                cancellation = current_cancellation()
+                if cancellation is not None:
+                    cancellation.check()  # raises Cancelled once nobody wants the answer
+                sink = text_sink(model)
+                if sink is not None:
+                    sink("tok ")
         finally:
             calls.append(time.monotonic())
         return "nine"
@@ -234,7 +245,7 @@ def test_a_closed_queue_answers_waiting_and_running_jobs_at_once():
     from ragfunnel.serve.jobs import Cancelled, JobQueue
 
     gate = threading.Event()
-    jobs = JobQueue([], capacity=4)
+    jobs = JobQueue(capacity=4)
     running = jobs.submit(lambda job: gate.wait(30), label="running")
     waiting = jobs.submit(lambda job: "never", label="waiting")
     time.sleep(0.1)
@@ -541,7 +552,7 @@ def test_a_job_cancelled_while_waiting_lets_go_of_its_request_at_once():
     from ragfunnel.serve.jobs import Cancelled, JobQueue
 
     gate = threading.Event()
-    jobs = JobQueue([], capacity=2)
+    jobs = JobQueue(capacity=2)
     jobs.submit(lambda job: gate.wait(30), label="running")
     big = "x" * 1_000_000
     waiting = jobs.submit(lambda job: len(big), label="waiting")

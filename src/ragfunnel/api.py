@@ -83,14 +83,15 @@ def search(index: CorpusIndex | str | Path, question: str, *, top_k: int = 4, fu
     passages), or with ``funnel=False`` flat dense search over the passage vectors (``index --flat``).
 
     An index named by its directory is opened (and verified) once per process, and a funnel's rankers are
-    loaded once per set of options, so retrievers that call this per query do not pay for either again."""
+    loaded once per pair of rankers, so retrievers that call this per query do not pay for either again. The
+    sizes go to each search as arguments: the kept funnel is shared, and no call changes it."""
     question = check_question(question)
     if exact and funnel:
         raise ConfigError("exact goes with flat search (funnel=False): the funnel searches no passage vectors")
     if not funnel:
         return flat_search(_opened(_index_key(index)), question, top_k, exact=exact)
-    retriever = _funnel(_index_key(index), pre_ranker, post_ranker, top_clusters, top_documents, top_passages=top_k)
-    return retriever.search(question)
+    retriever = _funnel(_index_key(index), pre_ranker, post_ranker)
+    return retriever.search(question, top_clusters=top_clusters, top_documents=top_documents, top_passages=top_k)
 
 
 def _index_key(index: CorpusIndex | str | Path) -> CorpusIndex | str:
@@ -103,10 +104,9 @@ def _opened(index: CorpusIndex | str) -> CorpusIndex:
 
 
 @lru_cache(maxsize=8)
-def _funnel(index: CorpusIndex | str, pre_ranker: str, post_ranker: str, top_clusters: int | None,
-            top_documents: int, *, top_passages: int) -> FunnelRetriever:
+def _funnel(index: CorpusIndex | str, pre_ranker: str, post_ranker: str) -> FunnelRetriever:
     from ragfunnel.retrieve.attention import load_post_ranker
 
     _, retriever = open_funnel(_opened(index), pre_ranker=pre_ranker, post_ranker=load_post_ranker(post_ranker),
-                               top_clusters=top_clusters, top_documents=top_documents, top_passages=top_passages)
+                               top_clusters=None, top_documents=8)
     return retriever

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Generic, Protocol, TypeVar
 
+from ragfunnel.atomic import write_atomic
 from ragfunnel.bounded import loads, read_regular_file
-from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, Interrupted, RunBusy
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, Interrupted, RunBusy, option
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +43,18 @@ CONFIG_FILE, ROWS_FILE, FAILED_FILE, LOCK_FILE = "config.json", "rows.jsonl", "f
 # is no journal, or a device, is refused by size.
 MAX_JOURNAL_BYTES = 4 << 30
 MAX_CONFIG_BYTES = 16 << 20
-_CONFIG_FIX = "it records what the run is: restore it, or start fresh with a new --out"
+_CONFIG_FIX = f"it records what the run is: restore it, or start fresh in a new directory ({option('out')})"
+_OUT = option("out")
 
 
-def out_dir(path: Path, option: str = "--out") -> Path:
+def out_dir(path: Path, option: str = _OUT) -> Path:
     """A directory to write into, made with its parents; a file in the way is an error naming the option."""
     _no_file_at(path, option)
     _make_dirs(path, option)
     return path
 
 
-def check_free(path: Path, option: str = "--out") -> None:
+def check_free(path: Path, option: str = _OUT) -> None:
     """Fail now if ``path`` cannot be this run's directory — a file is in the way, or another process is
     writing the run — so a command learns it before its slow setup. Creates nothing."""
     _no_file_at(path, option)
@@ -66,7 +68,7 @@ def _no_file_at(path: Path, option: str) -> None:
         raise ConfigError(f"{option} {path} is a file, but a directory is needed here; pass a directory path")
 
 
-def out_file(path: Path, option: str = "--out") -> Path:
+def out_file(path: Path, option: str = _OUT) -> Path:
     """A file to write, its parent folders made; a directory in the way is an error naming the option."""
     if path.is_dir():
         raise ConfigError(f"{option} {path} is a directory, but a file is needed here; pass a file path "
@@ -100,7 +102,7 @@ def exclusive(lock_path: Path, what: Path) -> Iterator[None]:
                 raise
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             raise RunBusy(f"{what} is being written by another ragfunnel process (PID {holder}); wait for it to "
-                          "finish or stop it, or pass a different --out") from None
+                          f"finish or stop it, or write to another directory ({option('out')})") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -181,9 +183,7 @@ def claim_config(path: Path, config: dict[str, Any], *, what: Path, implied: dic
     """
     old = read_config(path)
     if old is None:
-        partial = path.with_name(path.name + ".partial")  # a kill mid-write leaves no half-written config
-        partial.write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(partial, path)
+        write_atomic(path, json.dumps(config, indent=2, sort_keys=True))  # a kill mid-write leaves no half config
         return
     # Compared through JSON, so tuples and lists (and int and float keys) compare as they are stored.
     new = json.loads(json.dumps(config))
@@ -192,7 +192,8 @@ def claim_config(path: Path, config: dict[str, Any], *, what: Path, implied: dic
     if old != new:
         differ = "; ".join(f"{key}: {_shown(was)} there, {_shown(now)} now" for key, was, now in _differences(old, new))
         raise ConfigError(f"{what} holds a run with a different configuration (differs in: {differ}); "
-                          "pass a new --out to start fresh, or repeat the original options to resume")
+                          f"start fresh in a new directory ({option('out')}), or repeat the original options to "
+                          "resume")
     if started_by != resumed_by:
         log.warning("%s was started by ragfunnel %s; resuming it with %s", what, started_by or "(unrecorded)",
                     resumed_by)
@@ -288,7 +289,7 @@ def load_run(path: Path, parse: Callable[[dict[str, Any]], R], *, command: str) 
     """Read a run directory without modifying it (safe beside a live writer)."""
     config = read_config(path / CONFIG_FILE) if path.is_dir() else None
     if config is None:
-        raise InputError(f"{path} is not a run directory (no {CONFIG_FILE}); pass the --out of `{command}`")
+        raise InputError(f"{path} is not a run directory (no {CONFIG_FILE}); pass a directory `{command}` wrote")
     state: RunState[R] = RunState(path, config)
     # Older runs kept failures in rows.jsonl; they count as failures either way.
     for name in (ROWS_FILE, FAILED_FILE):

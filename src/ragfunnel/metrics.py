@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from collections import Counter
@@ -95,23 +94,6 @@ def answer_rank(ranked_texts: list[str], answers: list[str]) -> int | None:
 def answer_recall_at_k(ranked_texts: list[str], answers: list[str], k: int) -> float:
     """AR@K: 1 if any answer string (normalised) occurs in any of the top ``k`` units."""
     return float(answer_rank(ranked_texts[:k], answers) is not None)
-
-
-def recall_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
-    """Share of gold units found in the top ``k``."""
-    return len(gold & set(ranked_ids[:k])) / len(gold) if gold else 0.0
-
-
-def mrr(ranked_ids: list[str], gold: set[str]) -> float:
-    """Reciprocal rank of the first gold unit (0 if none is ranked)."""
-    return next((1.0 / rank for rank, i in enumerate(ranked_ids, start=1) if i in gold), 0.0)
-
-
-def ndcg_at_k(ranked_ids: list[str], gold: set[str], k: int) -> float:
-    """Binary-relevance NDCG@K."""
-    dcg = sum(1.0 / math.log2(rank + 1) for rank, i in enumerate(ranked_ids[:k], start=1) if i in gold)
-    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(gold), k) + 1))
-    return dcg / ideal if ideal else 0.0
 
 
 Span = tuple[int, int]  # [start, end) of a unit, in words from the start of the context

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra
+from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, option
 
 R = TypeVar("R")
 
@@ -77,14 +77,14 @@ def check_address(address: str | None) -> None:
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
-        raise ConfigError(f"--ray {address} is not a Ray address; write HOST:PORT (the head node's port, 6379 by "
-                          "default), ray://HOST:PORT (Ray Client, 10001), auto or local")
+        raise ConfigError(f"{option('ray')}: {address} is not a Ray address; write HOST:PORT (the head node's port, "
+                          "6379 by default), ray://HOST:PORT (Ray Client, 10001), auto or local")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
     except OSError as e:
         why = "no answer" if isinstance(e, TimeoutError) else (e.strerror or str(e)).lower()
         raise BackendUnavailable(f"cannot reach the Ray cluster at {address} ({why}); start it with "
-                                 "`ray start --head` on that machine, or fix --ray") from None
+                                 f"`ray start --head` on that machine, or fix the address ({option('ray')})") from None
 
 
 @contextmanager
@@ -109,7 +109,7 @@ def connected(address: str | None) -> Iterator[Any]:
     except (ConnectionError, TimeoutError, RuntimeError) as e:
         lines = str(e).strip().splitlines() or [type(e).__name__]
         raise BackendUnavailable(f"could not join the Ray cluster at {address or 'auto'} ({lines[0]}); "
-                                 "check `ray status` there, or fix --ray") from None
+                                 f"check `ray status` there, or fix the address ({option('ray')})") from None
     finally:
         # Ray's core installs a crash handler for SIGTERM that exits at once; ours stops the run the way
         # Ctrl-C does, saying how many rows are saved.
@@ -131,10 +131,10 @@ def pool_size(ray: Any, options: RayOptions) -> int:
         largest = max((n.get("CPU", 0) for n in nodes), default=0)
         gpus = f" and {options.gpus:g} GPUs" if options.gpus else ""
         raise ConfigError(f"no Ray node has {options.cpus} CPUs{gpus} free for a worker (the largest has "
-                          f"{largest:g} CPUs); lower --ray-cpus/--ray-gpus or add nodes")
+                          f"{largest:g} CPUs); lower {option('ray_cpus')}/{option('ray_gpus')} or add nodes")
     if options.actors is not None and options.actors > fits:
-        logging.getLogger(__name__).warning("--ray-actors %d: only %d workers of %d CPUs fit the cluster; "
-                                            "starting %d", options.actors, fits, options.cpus, fits)
+        logging.getLogger(__name__).warning("%d Ray workers asked for (ray_actors), but only %d of %d CPUs each fit "
+                                            "the cluster; starting %d", options.actors, fits, options.cpus, fits)
     return min(options.actors or fits, fits)
 
 

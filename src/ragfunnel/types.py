@@ -127,18 +127,52 @@ class Sample:
     answer: str
 
 
-_stage_listener: ContextVar[Callable[[StageTrace], None] | None] = ContextVar("stage_listener", default=None)
+@dataclass(frozen=True)
+class _Listeners:
+    done: Callable[[StageTrace], None]
+    started: Callable[[str], None] | None
+
+
+_stage_listeners: ContextVar[_Listeners | None] = ContextVar("stage_listeners", default=None)
+_stage_detail: ContextVar[tuple[tuple[str, Any], ...]] = ContextVar("stage_detail", default=())
 
 
 @contextmanager
-def on_stage(listener: Callable[[StageTrace], None]) -> Iterator[None]:
-    """Call ``listener`` with every stage a method records inside the block, as it is recorded (a method
-    records a stage when the stage is done), in this thread. The server streams them as they happen."""
-    token = _stage_listener.set(listener)
+def on_stage(done: Callable[[StageTrace], None], *, started: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Inside the block, in this thread: call ``done`` with every stage a method finishes (the very object its
+    trace keeps, complete) and ``started`` with the name of every stage it begins. The server streams them."""
+    token = _stage_listeners.set(_Listeners(done, started))
     try:
         yield
     finally:
-        _stage_listener.reset(token)
+        _stage_listeners.reset(token)
+
+
+@contextmanager
+def stage_detail(**extra: Any) -> Iterator[None]:
+    """Every stage finished inside the block carries ``extra`` in its detail (``auto`` names the rung that
+    ran it), set before anyone sees the stage."""
+    token = _stage_detail.set((*_stage_detail.get(), *extra.items()))
+    try:
+        yield
+    finally:
+        _stage_detail.reset(token)
+
+
+def stage_started(name: str) -> None:
+    """Say that stage ``name`` begins (a long prefill or drafting shows progress from here)."""
+    listeners = _stage_listeners.get()
+    if listeners is not None and listeners.started is not None:
+        listeners.started(name)
+
+
+def stage_done(stage: StageTrace) -> StageTrace:
+    """Say that ``stage`` is finished, once: the code that ran it calls this when nothing will change it."""
+    stage.detail.update(dict(_stage_detail.get()))
+    listeners = _stage_listeners.get()
+    if listeners is not None:
+        listeners.done(stage)
+    return stage
 
 
 @dataclass
@@ -153,11 +187,6 @@ class StageTrace:
     n_in: int = 0
     n_out: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        listener = _stage_listener.get()
-        if listener is not None:
-            listener(self)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "seconds": round(self.seconds, 3), "llm_seconds": round(self.llm_seconds, 3),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,12 +16,13 @@ from ragfunnel.api import answer_located
 from ragfunnel.cli.common import document_options, known_task, method_options, model_settings, read_limits
 from ragfunnel.confidence import Abstaining, abstained
 from ragfunnel.documents import read_context
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, option
 from ragfunnel.methods import (
     CORPUS_METHODS,
     DEFAULT_CORPUS_METHOD,
     DEFAULT_METHOD,
     METHODS,
+    MODELS,
     check_source,
     make_method,
     method_kind,
@@ -47,13 +48,6 @@ from ragfunnel.types import Prediction
                    "drag (demonstrations + documents, one call), iterdrag "
                    f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with "
                    "--index].")
-@click.option("--documents", type=click.IntRange(0, 10_000),
-              help="drag/iterdrag: documents k per retrieval [default: 5].")
-@click.option("--shots", type=click.IntRange(0, 10_000),
-              help="drag/iterdrag: demonstrations m, from --demonstrations [default: 0].")
-@click.option("--demonstrations", type=click.Path(path_type=Path),
-              help="drag/iterdrag: demonstrations file (`ragfunnel scale demos`).")
-@click.option("--iterations", type=click.IntRange(1, 100), help="iterdrag: most follow-up steps n [default: 5].")
 @click.option("--task", default="qa", show_default=True, callback=known_task, metavar="TASK",
               help="Prompt family: qa (short answer), multihop, summary (query-based), choice (multiple choice), "
                    "or a LongBench dataset's own prompt and answer limit, longbench/DATASET (e.g. longbench/qasper).")
@@ -74,7 +68,7 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
                           "not both or neither")
     method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
     check_source(method, index=index_dir)
-    _refuse_options(method, options, flags=given, over_index=index_dir is not None)
+    _refuse_options(method, options, over_index=index_dir is not None)
     located = read_context(list(context_paths), limits) if context_paths else None
     chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
     if below is not None:
@@ -107,23 +101,19 @@ def caution(confidence: float, method: str) -> str:
             f"{climb}, a stronger --strong model, or --abstain to withhold such answers")
 
 
-def _refuse_options(method: str, options: dict[str, Any], *, flags: Collection[str], over_index: bool = False) -> None:
-    """Refuse the options ``method`` does not take, named as the command line spells them (``make_method``
-    names keywords, some of which have no flag)."""
+def _refuse_options(method: str, options: dict[str, Any], *, over_index: bool = False) -> None:
+    """Refuse the options ``method`` does not take; one that belongs to a corpus method says so."""
     takes = options_of(method, over_index=over_index)
-    unknown = sorted(set(options) - set(takes))
+    unknown = sorted(set(options) - set(takes) - set(MODELS))
     if not unknown:
         return
     if method_kind(method) == "context" and not over_index:
         corpus = [m for m in CORPUS_METHODS if unknown[0] in options_of(m)]
         if corpus:
-            raise ConfigError(f"{_flag(unknown[0])} goes with --index and --method {' or '.join(corpus)}")
-    valid = ", ".join(_flag(o) for o in sorted(takes) if o in flags)
-    raise ConfigError(f"--method {method} does not take {', '.join(map(_flag, unknown))}; it takes {valid}")
-
-
-def _flag(option: str) -> str:
-    return "--" + option.replace("_", "-")
+            raise ConfigError(f"{option(unknown[0])} goes with {option('index')} and {option('method')} "
+                              f"{' or '.join(corpus)}")
+    raise ConfigError(f"{option('method')} {method} does not take {', '.join(map(option, unknown))}; it takes "
+                      f"{', '.join(option(o) for o in takes if o != 'task')}")
 
 
 @contextmanager
@@ -133,18 +123,17 @@ def _streaming(strong: str | None, *, enabled: bool) -> Iterator[None]:
     if not (enabled and sys.stderr.isatty()):
         yield
         return
-    from ragfunnel.llm import DEFAULT_STRONG, resolve
+    from ragfunnel.llm import DEFAULT_STRONG, resolve, streaming
 
     llm = resolve(strong or DEFAULT_STRONG)
-    if not hasattr(llm, "on_text"):
+    if not llm.capabilities.streams_text:
         yield
         return
-    llm.on_text = lambda text: click.echo(click.style(text, dim=True), nl=False, err=True)
-    try:
-        yield
-    finally:
-        llm.on_text = None
-        click.echo("", err=True)
+    with streaming(llm, lambda text: click.echo(click.style(text, dim=True), nl=False, err=True)):
+        try:
+            yield
+        finally:
+            click.echo("", err=True)
 
 
 CITATIONS_SHOWN = 3  # under the answer; --json has them all

@@ -26,10 +26,9 @@ import click
 from ragfunnel.documents import ReadLimits
 from ragfunnel.errors import ConfigError, Interrupted, RagfunnelError
 from ragfunnel.journal import left_work_running
-from ragfunnel.methods.fbrag import MAX_SAMPLES
+from ragfunnel.methods import REGISTRY
+from ragfunnel.methods.config import Option, options_of_config
 from ragfunnel.prompts import check_task
-from ragfunnel.retrieve.fusion import FUSIONS
-from ragfunnel.text.chunking import CHUNK_WORDS
 
 if TYPE_CHECKING:
     from ragfunnel.ray_cluster import RayOptions
@@ -141,6 +140,18 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # SIGTERM stops a run the way Ctrl-C does: finished rows kept, the rest cancelled
 
 
+def cli_spelling(ctx: click.Context) -> Callable[[str], str]:
+    """How an option named in an error is written on the command line ``ctx`` ran: the flag of the command's
+    parameter of that name (``ray_address``: ``--ray``), else the name as a flag (``chunk_words``:
+    ``--chunk-words``)."""
+    command = ctx.command
+    if isinstance(command, click.Group) and ctx.invoked_subcommand:  # a group's context: the subcommand it ran
+        command = command.get_command(ctx, ctx.invoked_subcommand) or command
+    flags = {p.name: max(p.opts, key=len) if isinstance(p, click.Option) else p.human_readable_name
+             for p in command.params}
+    return lambda name: flags.get(name) or "--" + name.replace("_", "-")
+
+
 class OneLineErrors:
     """Turns any error into ``error: <message>`` and exit code 1, without a traceback (unless debugging).
 
@@ -157,13 +168,13 @@ class OneLineErrors:
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except Interrupted as e:
-            _exit(str(e), Interrupted.exit_code)
+            _exit(e.spelled(cli_spelling(ctx)), Interrupted.exit_code)
         except KeyboardInterrupt:
             _exit("interrupted", Interrupted.exit_code)
         except Exception as e:
             if debugging(ctx):
                 raise
-            _exit(f"error: {e if isinstance(e, RagfunnelError) else one_line(e)}", 1)
+            _exit(f"error: {e.spelled(cli_spelling(ctx)) if isinstance(e, RagfunnelError) else one_line(e)}", 1)
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -231,39 +242,89 @@ def known_task(ctx: click.Context, param: click.Parameter, value: str | None) ->
         raise click.BadParameter(str(e)) from None
 
 
+def _configs() -> list[tuple[str, type]]:
+    """Every method's configuration, over a context and over an index, with the method's name."""
+    entries = [(name, entry.config) for name, entry in REGISTRY.items()]
+    return entries + [(f"{name} over an index", entry.over_index.config) for name, entry in REGISTRY.items()
+                      if entry.over_index is not None]
+
+
+def _click_type(opt: Option) -> click.ParamType | type:
+    spec = opt.spec
+    if opt.choices:
+        return click.Choice(list(opt.choices))
+    if bool in opt.kinds:
+        return bool
+    if Path in opt.kinds or tuple in opt.kinds:
+        return click.Path(path_type=Path)
+    ranged = {int: click.IntRange, float: click.FloatRange}.get(opt.kinds[0])
+    if ranged is None:
+        return str
+    low = spec.gt if spec.gt is not None else spec.ge
+    return ranged(min=low, max=spec.le, min_open=spec.gt is not None)
+
+
+def _help(opt: Option, methods: list[tuple[str, type, Option]]) -> str:
+    """The option's help, and its default (each method's, where they differ)."""
+    spec = opt.spec
+    if spec.default_text is not None:
+        default = spec.default_text
+    else:
+        shown = {_shown(o.default) for _, _, o in methods}
+        default = _shown(opt.default) if len(shown) == 1 else ", ".join(
+            f"{_shown(o.default)} for {name}" for name, _, o in methods)
+    return f"{spec.help} [default: {default}]"
+
+
+def _shown(value: Any) -> str:
+    return "none" if value in (None, ()) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def config_option(config: type, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Field ``name`` of ``config`` as an option of a command that is not a method (``search``, ``funnel
+    distill``), with the field's own default."""
+    opt = next(o for o in options_of_config(config) if o.name == name)
+    kind = _click_type(opt)
+    flag = "--" + name.replace("_", "-")
+    return click.option(f"{flag}/--no-{flag[2:]}" if kind is bool else flag, name,
+                        type=None if kind is bool else kind, default=opt.default, metavar=opt.spec.metavar,
+                        help=_help(opt, [("", config, opt)]))
+
+
+def config_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
+    """A click option for every field of every method's configuration (unset: each method's own default), in
+    the order the configurations declare them. Generated: a new field is a new option here."""
+    by_name: dict[str, list[tuple[str, type, Option]]] = {}
+    for method, config in _configs():
+        for opt in options_of_config(config):
+            if opt.spec.front_end:
+                by_name.setdefault(opt.name, []).append((method, config, opt))
+    decorators = []
+    for name, methods in by_name.items():
+        opt = methods[0][2]
+        flag = "--" + name.replace("_", "-")
+        kind = _click_type(opt)
+        declared = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
+        decorators.append(click.option(declared, name, type=None if kind is bool else kind, default=None,
+                                       metavar=opt.spec.metavar, help=_help(opt, methods)))
+    return decorators
+
+
 def method_options(command: Callable) -> Callable:
-    """The model and budget options shared by ``ask`` and ``eval`` (unset ones keep each method's default)."""
+    """The model and budget options shared by ``ask`` and ``eval``: the models, the confidence switches, and
+    every method's configuration (:func:`config_options`; unset ones keep each method's default)."""
     for option in reversed([
         click.option("--light", metavar="SPEC",
                      help="Draft model for FB-RAG Stage II [default: bundled:qwen2.5-0.5b]."),
         click.option("--strong", metavar="SPEC", help="Answering model [default: bundled:qwen2.5-1.5b]. "
                      "Specs: bundled:NAME, gguf:PATH, openai:URL#MODEL, "
                      "openai:URL1,URL2#MODEL (servers taking turns)."),
-        click.option("--budget", type=click.IntRange(min=1),
-                     help="Tokens of context the answering model reads [default: 1500]."),
-        click.option("--stage1-budget", type=click.IntRange(min=1),
-                     help="FB-RAG Stage I tokens read by the light model [default: max(3000, 2 x --budget)]."),
-        click.option("--draft-from", type=click.Choice(["warm", "selection", "document"]),
-                     help="What FB-RAG's drafts read: Stage I's selection, the whole document, or (warm) the whole "
-                          "document when the light model already holds it or it costs about the selection's read "
-                          "[default: warm]."),
-        click.option("--fusion", type=click.Choice(list(FUSIONS)),
-                     help="How FB-RAG mixes question and draft scores: normalized (each query's BM25 scores divided "
-                          "by their maximum first) or raw (the paper's Eq. 5 as written) [default: normalized]."),
-        click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True),
-                     help="auto: run no method predicted to take longer (falls back to op; an error if nothing fits)."),
-        click.option("--prefer", type=click.Choice(["speed", "balanced", "quality"]),
-                     help="auto: how far to climb past op while the answer's confidence is low: speed (never), "
-                          "balanced (to fb), quality (to fb, then lc) [default: balanced]."),
+        *config_options(),
         click.option("--abstain", type=click.FloatRange(0, 1), metavar="BELOW",
                      help="Answer 'unanswerable' when the answer's confidence is below BELOW (0-1)."),
         click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
                      help="Calibration file for confidence (`ragfunnel calibrate`) [default: $RAGFUNNEL_CALIBRATION, "
                           "else the one shipped, fitted on the bundled models]."),
-        click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), help="FB-RAG drafts K [default: 5]."),
-        click.option("--chunk-words", type=click.IntRange(1, 100_000),
-                     help=f"Words per chunk [default: {CHUNK_WORDS}]."),
-        click.option("--seed", type=int, help="Sampling seed for FB-RAG drafts [default: 0]."),
         click.option("--no-cache", is_flag=True,
                      help="Bypass the on-disk caches (LLM calls, kept document states): every call runs the model, "
                           "nothing is stored."),

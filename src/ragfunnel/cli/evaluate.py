@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,15 +14,20 @@ from ragfunnel.cli.common import known_task, method_options, model_settings, ray
 from ragfunnel.confidence import Abstaining
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
-from ragfunnel.eval.datasets import FORMATS, load_dataset
+from ragfunnel.eval.datasets import FORMATS, BadRow, Loaded, load_dataset
 from ragfunnel.eval.long_context import lengthen
 from ragfunnel.eval.runner import METRIC_PROFILES, EvalRow, run_eval
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.fingerprint import sha256_of_file
 from ragfunnel.llm.registry import check_backends, model_identity
-from ragfunnel.methods import CONTEXT_METHODS, CORPUS_METHODS, DEFAULT_METHOD, make_method, options_of
+from ragfunnel.methods import CONTEXT_METHODS, CORPUS_METHODS, DEFAULT_METHOD, config_of, make_method, options_of
+from ragfunnel.methods.config import DraftingConfig
+from ragfunnel.types import Example
 from ragfunnel.version import __version__
+
+if TYPE_CHECKING:
+    from ragfunnel.ray_cluster import RayOptions
 
 
 @click.command("eval")
@@ -64,6 +69,34 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     """Run methods over DATASET, one JSONL row per (example, method), resumable."""
     model_settings(given)
     ray = ray_from(given)
+    names = _checked_names(method_names, ray=ray, workers=workers, corpus=corpus, context_words=context_words)
+    journal.check_free(run_dir)  # before the slow setup: a second writer stops here
+    loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit,
+                          context_files_anywhere=context_files_anywhere)
+    task, examples = _examples(loaded, dataset, task, corpus=corpus, context_words=context_words,
+                               seed=given.get("seed"))
+    options = {k: v for k, v in given.items() if v is not None}
+    # Each method gets the options it takes; the run records them, so a report knows what each ran with.
+    models = {k: options[k] for k in ("light", "strong") if k in options}
+    received = {name: {"task": task, **models, **{k: v for k, v in options.items() if k in options_of(name)}}
+                for name in names}
+    methods = {name: make_method(name, **received[name]) for name in names}
+    if options.get("abstain") is not None:
+        methods = {name: Abstaining(m, options["abstain"]) for name, m in methods.items()}
+    specs = [options.get("strong", DEFAULT_STRONG)]
+    if any(issubclass(config_of(name), DraftingConfig) for name in names):
+        specs.append(options.get("light", DEFAULT_LIGHT))
+    check_backends(specs)  # a server that is down stops the run here, before any row
+    config = _run_config(dataset, fmt=fmt, task=task, options=options, received=received, specs=specs,
+                         corpus=corpus, context_words=context_words)
+    result = run_eval(examples, methods, run_dir, config=config, workers=workers, ray=ray,
+                      retry_failed=retry_failed, metric_profile=metric_profile)
+    _print_outcome(result.rows, names, loaded.errors, run_dir)
+
+
+def _checked_names(method_names: str, *, ray: RayOptions | None, workers: int, corpus: Path | None,
+                   context_words: int | None) -> list[str]:
+    """The methods ``--methods`` names, once the options that contradict each other are refused."""
     if ray is not None and workers > 1:
         raise ConfigError("--workers runs pairs in threads of this process, --ray on Ray workers; pass one of them")
     names = [m.strip() for m in method_names.split(",") if m.strip()]
@@ -74,15 +107,19 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
         raise ConfigError(f"{why}; valid methods: {', '.join(CONTEXT_METHODS)}")
     if (corpus is None) != (context_words is None):
         raise ConfigError("--corpus and --context-words go together: pass both to build long contexts, or neither")
-    journal.check_free(run_dir)  # before the slow setup: a second writer stops here
-    loaded = load_dataset(dataset, format=fmt, on_error=on_error, limit=limit,
-                          context_files_anywhere=context_files_anywhere)
+    return names
+
+
+def _examples(loaded: Loaded, dataset: Path, task: str | None, *, corpus: Path | None, context_words: int | None,
+              seed: int | None) -> tuple[str, list[Example]]:
+    """The task the run is prompted and scored as, and the examples to run (lengthened with ``corpus``'s
+    passages when given), each set to that task."""
     if not loaded.examples:
         raise InputError(f"{dataset} yielded no usable examples; see the skipped rows above")
     examples = loaded.examples
     if corpus is not None:
         pool = load_corpus(corpus)
-        examples = [lengthen(e, pool, target_words=context_words, seed=given.get("seed") or 0) for e in examples]
+        examples = [lengthen(e, pool, target_words=context_words, seed=seed or 0) for e in examples]
     tasks = sorted({e.task for e in loaded.examples})
     if task is None and len(tasks) > 1:
         if any(t.startswith("longbench/") for t in tasks):  # each dataset has its own prompt, limit and metric
@@ -90,17 +127,12 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
                               "split it into one file per dataset and evaluate each")
         raise ConfigError(f"{dataset} mixes tasks ({', '.join(tasks)}); pick one with --task")
     task = task or tasks[0]
-    examples = [e if e.task == task else replace(e, task=task) for e in examples]  # scored as they are prompted
-    options = {k: v for k, v in given.items() if v is not None}
-    # Each method gets the options it takes; the run records them, so a report knows what each ran with.
-    received = {name: {"task": task, **{k: v for k, v in options.items() if k in options_of(name)}} for name in names}
-    methods = {name: make_method(name, **received[name]) for name in names}
-    if options.get("abstain") is not None:
-        methods = {name: Abstaining(m, options["abstain"]) for name, m in methods.items()}
-    specs = [options.get("strong", DEFAULT_STRONG)]
-    if any("light" in options_of(name) for name in names):
-        specs.append(options.get("light", DEFAULT_LIGHT))
-    check_backends(specs)  # a server that is down stops the run here, before any row
+    return task, [e if e.task == task else replace(e, task=task) for e in examples]  # scored as they are prompted
+
+
+def _run_config(dataset: Path, *, fmt: str, task: str, options: dict[str, Any], received: dict[str, dict[str, Any]],
+                specs: list[str], corpus: Path | None, context_words: int | None) -> dict[str, Any]:
+    """What the run is, recorded in its directory: a resume with anything different is refused."""
     config = {"dataset": str(dataset.resolve()), "dataset_sha256": sha256_of_file(dataset), "format": fmt,
               "task": task, "options": options,
               VERSION_KEY: __version__, "method_options": received,
@@ -108,13 +140,16 @@ def eval_command(dataset: Path, method_names: str, run_dir: Path, retry_failed: 
     if corpus is not None:
         config |= {"corpus": str(corpus.resolve()), "corpus_sha256": sha256_of_file(corpus),
                    "context_words": context_words}
-    result = run_eval(examples, methods, run_dir, config=config, workers=workers, ray=ray,
-                      retry_failed=retry_failed, metric_profile=metric_profile)
-    click.echo(_eval_table(result.rows, names), err=False)
-    if loaded.errors:
-        click.echo(f"{len(loaded.errors)} dataset row(s) skipped; first: {loaded.errors[0]}", err=True)
-    failed = [r for r in result.rows if r.error is not None]
-    if failed and len(failed) == len(result.rows):
+    return config
+
+
+def _print_outcome(rows: list[EvalRow], names: list[str], skipped: list[BadRow], run_dir: Path) -> None:
+    """Each method's means on stdout, the skipped dataset rows on stderr; an error when every pair failed."""
+    click.echo(_eval_table(rows, names), err=False)
+    if skipped:
+        click.echo(f"{len(skipped)} dataset row(s) skipped; first: {skipped[0]}", err=True)
+    failed = [r for r in rows if r.error is not None]
+    if failed and len(failed) == len(rows):
         raise RagfunnelError(f"every pair failed ({len(failed)}, kept in {run_dir / FAILED_FILE}); first: "
                              f"{failed[0].error}")
 

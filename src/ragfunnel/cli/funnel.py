@@ -7,7 +7,9 @@ from pathlib import Path
 import click
 
 from ragfunnel import journal
+from ragfunnel.cli.common import config_option
 from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.methods.config import FunnelConfig
 
 
 @click.group()
@@ -30,12 +32,9 @@ def funnel() -> None:
 @click.option("--easy-negatives", type=click.IntRange(0, 10_000),
               help="Also label this many other documents of the retrieved clusters (negatives unless they hold "
                    "an answer), so the new scorer sees unrelated documents too [default: 8; 0 with --plain].")
-@click.option("--top-clusters", type=click.IntRange(min=1),
-              help="Funnel stage 1 clusters [default: 5% of them, 4..80].")
-@click.option("--top-documents", type=click.IntRange(1, 10_000), default=8, show_default=True,
-              help="Documents the pre-ranker keeps, and so the ones labelled per question.")
-@click.option("--post-ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
-              help="Attention model that scores the passages (the teacher).")
+@config_option(FunnelConfig, "top_clusters")
+@config_option(FunnelConfig, "top_documents")
+@config_option(FunnelConfig, "post_ranker")
 @click.option("--init", "init", metavar="PATH",
               help="Model to fine-tune: a cross-encoder directory or name [default: the bundled MiniLM weights "
                    "with a new scoring head].")

@@ -19,6 +19,7 @@ from ragfunnel.cli.cache import cache
 from ragfunnel.cli.calibrate import calibrate
 from ragfunnel.cli.common import (
     Group,
+    config_option,
     document_options,
     ray_from,
     ray_options,
@@ -33,6 +34,7 @@ from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.readers import SPLITS
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
+from ragfunnel.methods.config import FunnelConfig
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -147,15 +149,10 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @click.option("--exact", is_flag=True, help="With --flat: exact search over every passage vector even when the index "
                                             "has a FAISS index (the reference FAISS is measured against).")
 @click.option("--top-k", type=click.IntRange(1, 10_000), default=4, show_default=True, help="Passages to return.")
-@click.option("--top-clusters", type=click.IntRange(min=1),
-              help="Funnel stage 1: clusters kept [default: 5% of them, 4..80].")
-@click.option("--top-documents", type=click.IntRange(1, 10_000), default=8, show_default=True,
-              help="Funnel stage 2: documents kept.")
-@click.option("--pre-ranker", "pre_ranker", default="minilm", show_default=True, metavar="SPEC",
-              help="Funnel stage 2 document scorer: minilm (bundled bi-encoder), llm:MODEL-SPEC (yes/no), or a "
-                   "cross-encoder directory (`ragfunnel funnel distill`) or Hugging Face name.")
-@click.option("--post-ranker", "post_ranker", default="bundled:qwen2.5-0.5b", show_default=True, metavar="SPEC",
-              help="Funnel stage 3 attention model: bundled:NAME, gguf:PATH, or a Hugging Face name or directory.")
+@config_option(FunnelConfig, "top_clusters")
+@config_option(FunnelConfig, "top_documents")
+@config_option(FunnelConfig, "pre_ranker")
+@config_option(FunnelConfig, "post_ranker")
 @click.option("--json", "as_json", is_flag=True, help="Results and per-stage timings as JSON.")
 def search(index_dir: Path, question: str, funnel: bool, exact: bool, top_k: int, top_clusters: int | None,
            top_documents: int, pre_ranker: str, post_ranker: str, as_json: bool) -> None:

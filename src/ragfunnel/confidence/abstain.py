@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ragfunnel.errors import ConfigError
-from ragfunnel.types import Prediction, StageTrace, Trace
+from ragfunnel.types import Prediction, StageTrace, Trace, stage_done
 
 # What an abstaining answer says: the word LongBench's prompts ask for when the text does not hold the
 # answer, and what Self-Route and ragfunnel.prompts.is_unanswerable read as declining.
@@ -21,7 +21,7 @@ def abstain(prediction: Prediction, below: float) -> Prediction:
     stage = StageTrace(name="abstain", n_in=1, n_out=0,
                        detail={"withheld": prediction.answer, "confidence": round(prediction.confidence, 4),
                                "below": below})
-    return replace(prediction, answer=NOT_FOUND, trace=Trace([*prediction.trace.stages, stage]))
+    return replace(prediction, answer=NOT_FOUND, trace=Trace([*prediction.trace.stages, stage_done(stage)]))
 
 
 def abstained(prediction: Prediction) -> bool:

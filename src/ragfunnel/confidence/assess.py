@@ -24,7 +24,7 @@ from ragfunnel.confidence.signals import (
 )
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, chosen_option, clean_answer, task_kind
-from ragfunnel.types import Completion, Prediction, SamplingParams, StageTrace, Trace
+from ragfunnel.types import Completion, Prediction, SamplingParams, StageTrace, Trace, stage_done
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +83,11 @@ def current_calibration() -> CalibrationFile:
 
 def judge(llm: LLM, prompt: str, answer: str) -> float | None:
     """``llm``'s P("Yes") that ``answer`` to ``prompt`` is right, through the call cache when it has one
-    (a cached answer leaves the model without the prompt's state, so the judgement is kept too)."""
-    ask = getattr(llm, "yes_probability", None)
-    if ask is None:
+    (a cached answer leaves the model without the prompt's state, so the judgement is kept too); None where
+    the model cannot judge."""
+    if not llm.capabilities.yes_probability:
         return None
-    cache = getattr(llm, "call_cache", None)
+    cache = llm.call_cache
     key = json.dumps(["yes_probability", JUDGE_CHECK, prompt, answer], ensure_ascii=False)
     params = SamplingParams(max_tokens=1)
     if cache is not None:
@@ -98,7 +98,7 @@ def judge(llm: LLM, prompt: str, answer: str) -> float | None:
             except ValueError:
                 pass
     started = time.perf_counter()
-    p = ask(prompt, answer, JUDGE_CHECK)
+    p = llm.yes_probability(prompt, answer, JUDGE_CHECK)
     if p is not None and math.isfinite(p) and cache is not None:
         cache.put(llm.fingerprint, key, params, 1, [Completion(repr(float(p)), 0, 1, time.perf_counter() - started)],
                   name=llm.name)
@@ -135,8 +135,7 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     if light_answer is not None:
         signals["light_agreement"] = agreement(answer, light_answer)
     costly = read_costly and llm is not None and bool(prediction.prompt)
-    if costly and getattr(llm, "reuses_prompt", False) and _wanted(calibration, prediction.method,
-                                                                   "sample_agreement"):
+    if costly and llm.capabilities.reuses_prompt and _wanted(calibration, prediction.method, "sample_agreement"):
         again = resampled(llm, prediction.prompt, task=task, choices=choices)
         signals["sample_agreement"] = sum(agreement(answer, a) for a in again) / len(again)
     if costly and completion is not None and _wanted(calibration, prediction.method, "judge_yes"):
@@ -153,4 +152,4 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
                                "supported": calibration.supported(confidence),
                                "calibration": calibration.fitted_on or "none"})
     return replace(prediction, confidence=confidence, signals=signals, supported=calibration.supported(confidence),
-                   trace=Trace([*prediction.trace.stages, stage]))
+                   trace=Trace([*prediction.trace.stages, stage_done(stage)]))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ragfunnel.atomic import write_atomic
 from ragfunnel.bounded import RefusedPath, read_json_file
 from ragfunnel.errors import InputError
 
@@ -211,14 +212,7 @@ class CalibrationFile:
 
     def save(self, path: str | Path) -> None:
         """Write the file whole or not at all: a reader never sees half of it."""
-        path = Path(path)
-        partial = path.with_name(path.name + ".partial")
-        with partial.open("w", encoding="utf-8") as f:
-            json.dump(self.to_json(), f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        write_atomic(path, json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n", fsync=True)
 
 
 def _field(data: dict[str, Any], name: str, kind: Any, where: str = "") -> Any:

@@ -25,15 +25,14 @@ import logging
 import random
 import time
 from contextlib import closing
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.journal import VERSION_KEY, Appender, claim_config, exclusive, out_file, read_jsonl, saving
 from ragfunnel.metrics import best_over_references, contains_answer
 from ragfunnel.types import Document, Example
@@ -46,7 +45,6 @@ DEFAULT_TOP_POSITIVES = 2
 DEFAULT_EASY_NEGATIVES = 8  # documents of the retrieved clusters outside D_m, see label_question
 DEFAULT_PRIOR_WEIGHT = 10.0  # cosines of a question's candidates differ by ~0.1-0.3: one to three logits
 LABELS_FILE, LOG_FILE = "distill_labels.jsonl", "distill.json"
-MAX_LOG_BYTES = 16 << 20  # the settings and a loss per epoch: kilobytes
 
 
 def aggregate_scores(passage_scores: np.ndarray, owners: np.ndarray, n_documents: int, *,
@@ -244,22 +242,6 @@ class TrainingLog:
     seconds: float = 0.0
 
 
-def read_training_log(model_dir: str | Path) -> TrainingLog:
-    """How the model in ``model_dir`` was distilled, from its ``distill.json``."""
-    path = Path(model_dir) / LOG_FILE
-    try:
-        row = read_json_file(path, max_bytes=MAX_LOG_BYTES, what="training log")
-        known = {f.name for f in fields(TrainingLog)}
-        return TrainingLog(**{k: v for k, v in row.items() if k in known})
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist: {model_dir} is not a model `ragfunnel funnel distill` wrote; "
-                         "pass one it wrote") from None
-    except UnreadableFile as e:  # not a regular file, too big, not JSON, nested past reason
-        raise InputError(f"{path} is corrupted ({e.problem}); distil the model again") from None
-    except (ValueError, TypeError, AttributeError):
-        raise InputError(f"{path} is corrupted; distil the model again") from None
-
-
 def prior_weight_for(prior_weight: float | None, *, plain: bool) -> float:
     """The bi-encoder prior's weight: none for ``plain`` (the paper scores with the pre-ranker alone), else the
     default."""
@@ -300,7 +282,7 @@ def train_pre_ranker(labelled: list[Labelled], *, init: str | Path, out: str | P
     usable = [x for x in labelled if any(x.positive) and not all(x.positive)]
     if not usable:
         raise InputError("no labelled question has both a positive and a negative document; label more questions "
-                         "(or lower --top-positives)")
+                         f"(or lower {option('top_positives')})")
     if epochs < 1 or min(learning_rate, head_learning_rate) <= 0 or prior_weight < 0:
         raise ConfigError(f"epochs must be >= 1, learning rates > 0 and the prior weight >= 0, got {epochs}, "
                           f"{learning_rate}, {head_learning_rate}, {prior_weight}")

@@ -22,7 +22,7 @@ from ragfunnel.retrieve.attention import PostRanker
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.retrieve.rerank import PreRanker
 from ragfunnel.text import word_windows
-from ragfunnel.types import Document, StageTrace
+from ragfunnel.types import Document, StageTrace, stage_done
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,9 @@ def flat_search(index: CorpusIndex, question: str, top_k: int, *, exact: bool = 
     for position, score in zip(best, scores, strict=True):
         doc, text = index.passage(int(position))
         hits.append(Hit(doc.id, doc.title, text, float(score)))
-    stage = StageTrace(name="flat_dense", seconds=time.perf_counter() - started, n_in=index.manifest.passages,
-                       n_out=len(hits), detail={"search": "exact" if exact else index.flat_search_kind})
+    stage = stage_done(StageTrace(name="flat_dense", seconds=time.perf_counter() - started,
+                                  n_in=index.manifest.passages, n_out=len(hits),
+                                  detail={"search": "exact" if exact else index.flat_search_kind}))
     return SearchResult(hits, [stage])
 
 
@@ -81,31 +82,36 @@ class FunnelRetriever:
         passage_words: int = 100,
         max_passages: int = 24,
     ):
-        if min(top_documents, top_passages, passage_words, max_passages) < 1 or (top_clusters or 1) < 1:
-            raise ConfigError("funnel sizes (clusters, documents, passages, passage words) must be at least 1")
+        _check_sizes(top_clusters, top_documents, top_passages, passage_words, max_passages)
         self.index = index
         self.pre_ranker, self.post_ranker = pre_ranker, post_ranker
         self.top_clusters = top_clusters or default_top_clusters(index.n_clusters)
         self.top_documents, self.top_passages = top_documents, top_passages
         self.passage_words, self.max_passages = passage_words, max_passages
 
-    def retrieve(self, question: str) -> tuple[list[int], StageTrace]:
-        """Stage 1: the documents of the top clusters by BM25, in cluster rank order."""
+    def retrieve(self, question: str, *, top_clusters: int | None = None) -> tuple[list[int], StageTrace]:
+        """Stage 1: the documents of the top clusters by BM25, in cluster rank order (``top_clusters`` of them,
+        default the retriever's)."""
         started = time.perf_counter()
-        clusters, _ = self.index.cluster_bm25.top_k(question, self.top_clusters)
+        _check_sizes(top_clusters)
+        clusters, _ = self.index.cluster_bm25.top_k(question, top_clusters or self.top_clusters)
         doc_ids = list(dict.fromkeys(i for c in clusters for i in self.index.cluster(int(c))))
-        return doc_ids, StageTrace(name="retrieval", seconds=time.perf_counter() - started,
-                                   n_in=self.index.n_clusters, n_out=len(clusters),
-                                   detail={"unit": "cluster", "documents": len(doc_ids)})
+        return doc_ids, stage_done(StageTrace(name="retrieval", seconds=time.perf_counter() - started,
+                                              n_in=self.index.n_clusters, n_out=len(clusters),
+                                              detail={"unit": "cluster", "documents": len(doc_ids)}))
 
-    def pre_rank(self, question: str, doc_ids: list[int]) -> tuple[list[Document], StageTrace]:
-        """Stage 2: the top documents under the pre-ranker, best first."""
+    def pre_rank(self, question: str, doc_ids: list[int], *,
+                 top_documents: int | None = None) -> tuple[list[Document], StageTrace]:
+        """Stage 2: the top documents under the pre-ranker, best first (``top_documents`` of them, default the
+        retriever's)."""
         started = time.perf_counter()
+        _check_sizes(top_documents)
         docs = [self.index.document(i) for i in doc_ids]
-        best, _ = best_k(self.pre_ranker.score(question, docs), self.top_documents)
+        best, _ = best_k(self.pre_ranker.score(question, docs), top_documents or self.top_documents)
         kept = [docs[int(i)] for i in best]
-        return kept, StageTrace(name="pre_ranking", seconds=time.perf_counter() - started, n_in=len(docs),
-                                n_out=len(kept), detail={"unit": "document", "ranker": type(self.pre_ranker).__name__})
+        return kept, stage_done(StageTrace(name="pre_ranking", seconds=time.perf_counter() - started,
+                                           n_in=len(docs), n_out=len(kept),
+                                           detail={"unit": "document", "ranker": type(self.pre_ranker).__name__}))
 
     def passages(self, documents: list[Document]) -> list[tuple[Document, str]]:
         """Later chunking: each document cut into passages, best document's first, up to ``max_passages``."""
@@ -116,14 +122,25 @@ class FunnelRetriever:
         """Stage 3's score of every passage (generator attention)."""
         return self.post_ranker.score(question, [f"{d.title}\n{t}" for d, t in passages])
 
-    def search(self, question: str) -> SearchResult:
-        doc_ids, stage1 = self.retrieve(question)
-        kept, stage2 = self.pre_rank(question, doc_ids)
+    def search(self, question: str, *, top_clusters: int | None = None, top_documents: int | None = None,
+               top_passages: int | None = None) -> SearchResult:
+        """The three stages. Sizes given here hold for this search alone (None: the retriever's own), so one
+        retriever, rankers loaded, serves searches of any size and is never changed by one."""
+        _check_sizes(top_passages)
+        doc_ids, stage1 = self.retrieve(question, top_clusters=top_clusters)
+        kept, stage2 = self.pre_rank(question, doc_ids, top_documents=top_documents)
         started = time.perf_counter()
         passages = self.passages(kept)
-        best, scores = best_k(self.post_scores(question, passages), self.top_passages)
+        best, scores = best_k(self.post_scores(question, passages), top_passages or self.top_passages)
         hits = [Hit(passages[int(i)][0].id, passages[int(i)][0].title, passages[int(i)][1], float(s))
                 for i, s in zip(best, scores, strict=True)]
-        stage3 = StageTrace(name="post_ranking", seconds=time.perf_counter() - started, n_in=len(passages),
-                            n_out=len(hits), detail={"unit": "passage", "ranker": type(self.post_ranker).__name__})
+        stage3 = stage_done(StageTrace(name="post_ranking", seconds=time.perf_counter() - started,
+                                       n_in=len(passages), n_out=len(hits),
+                                       detail={"unit": "passage", "ranker": type(self.post_ranker).__name__}))
         return SearchResult(hits, [stage1, stage2, stage3])
+
+
+def _check_sizes(*sizes: int | None) -> None:
+    """Funnel sizes given (None is not given) are whole numbers of at least 1."""
+    if any(size is not None and size < 1 for size in sizes):
+        raise ConfigError("funnel sizes (clusters, documents, passages, passage words) must be at least 1")

@@ -15,6 +15,7 @@ import json
 import logging
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from ragfunnel.corpus.index_manifest import (
     file_sha256,
     read_manifest,
 )
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.retrieve.bm25 import TokenIds, index_token_ids, tokenize_ids
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, EmbedderInfo, resolve_embedder
 from ragfunnel.retrieve.faiss_search import CHOICES as FAISS_CHOICES
@@ -42,6 +43,8 @@ from ragfunnel.types import Document
 
 if TYPE_CHECKING:
     from ragfunnel.ray_cluster import RayOptions
+    from ragfunnel.retrieve.embedders import Embedder
+    from ragfunnel.retrieve.faiss_search import FaissConfig
 
 log = logging.getLogger(__name__)
 
@@ -99,36 +102,17 @@ def build_index(
     Ray cluster ``ray`` describes when given.
     """
     out = Path(out)
-    if max_cluster_tokens < 1:
-        raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
-    if faiss is not None and faiss not in FAISS_CHOICES:
-        raise ConfigError(f"unknown FAISS index type {faiss!r}; valid: {', '.join(FAISS_CHOICES)}")
-    if faiss not in (None, "none") and not flat:
-        raise ConfigError(f"--faiss {faiss} indexes the flat passages' vectors; pass --flat too")
-    if faiss not in (None, "none"):
-        import_faiss()  # a missing extra stops here, before any work
-    if not (flat or embed_documents) and (embedder != DEFAULT_EMBEDDER or ray is not None):
-        option = f"--embedder {embedder}" if embedder != DEFAULT_EMBEDDER else "--ray"
-        raise ConfigError(f"{option} embeds flat passages and documents; pass --flat (or --embed-documents) too")
+    _check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
+                   embedder=embedder, ray=ray)
     # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
     chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
     digest = content_sha256(docs)
-    if (out / MANIFEST).exists() and not force:
-        try:
-            old = read_manifest(out)
-        except InputError:
-            old = None  # damaged, or from another ragfunnel: rebuilt only when asked
-        if old is not None and _faiss_matches(old, faiss) and (
-                old.content_sha256, old.max_cluster_tokens, old.passage_words, old.document_vectors,
-                old.embedder and (old.embedder.spec, old.embedder.identity)) == (
-                digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
-                chosen and (chosen.spec, chosen.identity)):
-            log.info("%s is up to date with %s", out, source)
-            return old
-        raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; pass --force "
-                          "to rebuild it or choose another --out")
-    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
-        raise ConfigError(f"{out} is not empty and holds no index; choose an empty or new --out directory")
+    wanted = (digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
+              chosen and (chosen.spec, chosen.identity))
+    old = _kept_index(out, wanted, faiss, force=force)
+    if old is not None:
+        log.info("%s is up to date with %s", out, source)
+        return old
     check_documents(docs)
 
     started = time.perf_counter()
@@ -136,46 +120,15 @@ def build_index(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     _write_documents(docs, tmp)
-    log.info("building the relation graph of %d documents", len(docs))
-    graph = relation_graph(docs)
-    titles = {d.title for d in docs}
-    sizes = [approx_tokens(d) for d in docs]
-    log.info("clustering (%d edges, at most %d tokens per cluster)", graph.number_of_edges(), max_cluster_tokens)
-    clusters = cluster_documents(graph, sizes, max_size=max_cluster_tokens)
-    members = np.fromiter((i for c in clusters for i in c), dtype=np.int64, count=len(docs))
-    np.save(tmp / "clusters.members.npy", members)
-    np.save(tmp / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
-    log.info("tokenising %d documents", len(docs))
-    tokens = document_tokens(docs)
-    log.info("indexing %d clusters with BM25", len(clusters))
-    # A cluster's text (cluster_text) is its documents' joined by blank lines, so its tokens are theirs.
-    _write_bm25(tokens.joined(clusters), tmp / "clusters.bm25")
-    log.info("indexing %d documents with BM25", len(docs))
-    _write_bm25(tokens, tmp / "documents.bm25")
-    jobs = []  # (texts, vectors file, what): embedded one after the other, on Ray joining the cluster once
-    if flat:
-        jobs.append((_write_spans(docs, tmp, passage_words), tmp / "flat.vectors.npy", "embed passages"))
-    if embed_documents:
-        jobs.append(([d.render() for d in docs], tmp / DOCUMENT_VECTORS, "embed documents"))
-    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
-                   identity=chosen.identity if chosen else None)
-    n_passages = len(jobs[0][0]) if flat else 0
-    faiss_config = None
-    if flat and (faiss or ("auto" if faiss_installed() else "none")) != "none":
-        from ragfunnel.retrieve.faiss_search import build as build_faiss
-
-        faiss_config = build_faiss(np.load(tmp / "flat.vectors.npy", mmap_mode="r"), tmp / FAISS_FILE, faiss or "auto")
-        log.info("FAISS index over %d passages: %s", n_passages, faiss_config.describe())
-    info = None
-    if chosen is not None:
-        vectors = np.load(tmp / ("flat.vectors.npy" if flat else DOCUMENT_VECTORS), mmap_mode="r")
-        info = EmbedderInfo(spec=chosen.spec, identity=chosen.identity, dim=int(vectors.shape[1]))
+    clustering = _write_clusters(docs, tmp, max_cluster_tokens)
+    n_passages, info = _write_embeddings(docs, tmp, flat=flat, passage_words=passage_words,
+                                         embed_documents=embed_documents, chosen=chosen, ray=ray)
+    faiss_config = _write_faiss(tmp, faiss, n_passages) if flat else None
     manifest = Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
-        max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=len(clusters),
-        graph="links" if any(d.links for d in docs) else "title mentions", edges=graph.number_of_edges(),
-        links_outside=sum(1 for d in docs for t in d.links if t not in titles),
-        oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
+        max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
+        graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
+        oversize_documents=clustering.oversize_documents,
         passages=n_passages, passage_words=passage_words if flat else 0,
         build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp), faiss=faiss_config,
         embedder=info,
@@ -184,6 +137,118 @@ def build_index(
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     return manifest
+
+
+def _check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool, faiss: str | None, embedder: str,
+                   ray: RayOptions | None) -> None:
+    """Refuse settings that contradict each other, and a FAISS index without its extra, before any work."""
+    if max_cluster_tokens < 1:
+        raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
+    if faiss is not None and faiss not in FAISS_CHOICES:
+        raise ConfigError(f"unknown FAISS index type {faiss!r}; valid: {', '.join(FAISS_CHOICES)}")
+    if faiss not in (None, "none") and not flat:
+        raise ConfigError(f"{option('faiss')}={faiss} indexes the flat passages' vectors; set {option('flat')} too")
+    if faiss not in (None, "none"):
+        import_faiss()  # a missing extra stops here, before any work
+    if not (flat or embed_documents) and (embedder != DEFAULT_EMBEDDER or ray is not None):
+        given = f"{option('embedder')}={embedder}" if embedder != DEFAULT_EMBEDDER else option("ray")
+        raise ConfigError(f"{given} embeds flat passages and documents; set {option('flat')} (or "
+                          f"{option('embed_documents')}) too")
+
+
+def _build_key(m: Manifest) -> tuple[object, ...]:
+    """What decides whether an index can be kept: the corpus it holds and the settings it was built with."""
+    return (m.content_sha256, m.max_cluster_tokens, m.passage_words, m.document_vectors,
+            m.embedder and (m.embedder.spec, m.embedder.identity))
+
+
+def _kept_index(out: Path, wanted: tuple[object, ...], faiss: str | None, *, force: bool) -> Manifest | None:
+    """The index in ``out`` when it is the one asked for (its :func:`_build_key` is ``wanted``), None when
+    ``out`` may be built into; a ConfigError when it holds another index (unless ``force``) or other files."""
+    if (out / MANIFEST).exists() and not force:
+        try:
+            old = read_manifest(out)
+        except InputError:
+            old = None  # damaged, or from another ragfunnel: rebuilt only when asked
+        if old is not None and _faiss_matches(old, faiss) and _build_key(old) == wanted:
+            return old
+        raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; set "
+                          f"{option('force')} to rebuild it, or write to another directory ({option('out')})")
+    if out.exists() and any(out.iterdir()) and not (out / MANIFEST).exists():
+        raise ConfigError(f"{out} is not empty and holds no index; choose an empty or new directory ({option('out')})")
+    return None
+
+
+@dataclass(frozen=True)
+class _Clustering:
+    """What the manifest records of the relation graph and the clusters cut from it."""
+
+    clusters: int
+    graph: str  # "links" when any document lists its links, else "title mentions"
+    edges: int
+    links_outside: int  # links to titles the corpus does not hold
+    oversize_documents: int  # documents larger than a cluster may be, each a cluster of its own
+
+
+def _write_clusters(docs: list[Document], root: Path, max_cluster_tokens: int) -> _Clustering:
+    """Cluster the documents over their relation graph (Algorithm 1), write the clusters and BM25 over the
+    clusters and over the documents."""
+    log.info("building the relation graph of %d documents", len(docs))
+    graph = relation_graph(docs)
+    titles = {d.title for d in docs}
+    sizes = [approx_tokens(d) for d in docs]
+    log.info("clustering (%d edges, at most %d tokens per cluster)", graph.number_of_edges(), max_cluster_tokens)
+    clusters = cluster_documents(graph, sizes, max_size=max_cluster_tokens)
+    members = np.fromiter((i for c in clusters for i in c), dtype=np.int64, count=len(docs))
+    np.save(root / "clusters.members.npy", members)
+    np.save(root / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
+    _write_bm25_indexes(docs, clusters, root)
+    return _Clustering(
+        clusters=len(clusters), graph="links" if any(d.links for d in docs) else "title mentions",
+        edges=graph.number_of_edges(), links_outside=sum(1 for d in docs for t in d.links if t not in titles),
+        oversize_documents=sum(1 for s in sizes if s > max_cluster_tokens),
+    )
+
+
+def _write_bm25_indexes(docs: list[Document], clusters: list[list[int]], root: Path) -> None:
+    log.info("tokenising %d documents", len(docs))
+    tokens = document_tokens(docs)
+    log.info("indexing %d clusters with BM25", len(clusters))
+    # A cluster's text (cluster_text) is its documents' joined by blank lines, so its tokens are theirs.
+    _write_bm25(tokens.joined(clusters), root / "clusters.bm25")
+    log.info("indexing %d documents with BM25", len(docs))
+    _write_bm25(tokens, root / "documents.bm25")
+
+
+def _write_embeddings(docs: list[Document], root: Path, *, flat: bool, passage_words: int, embed_documents: bool,
+                      chosen: Embedder | None, ray: RayOptions | None) -> tuple[int, EmbedderInfo | None]:
+    """Write the flat passages and their vectors (``flat``) and the documents' vectors (``embed_documents``);
+    return how many passages there are and, for an embedder other than the default, what it is."""
+    jobs = []  # (texts, vectors file, what): embedded one after the other, on Ray joining the cluster once
+    if flat:
+        jobs.append((_write_spans(docs, root, passage_words), root / "flat.vectors.npy", "embed passages"))
+    if embed_documents:
+        jobs.append(([d.render() for d in docs], root / DOCUMENT_VECTORS, "embed documents"))
+    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
+                   identity=chosen.identity if chosen else None)
+    n_passages = len(jobs[0][0]) if flat else 0
+    if chosen is None:
+        return n_passages, None
+    vectors = np.load(root / ("flat.vectors.npy" if flat else DOCUMENT_VECTORS), mmap_mode="r")
+    return n_passages, EmbedderInfo(spec=chosen.spec, identity=chosen.identity, dim=int(vectors.shape[1]))
+
+
+def _write_faiss(root: Path, faiss: str | None, n_passages: int) -> FaissConfig | None:
+    """A FAISS index over the passage vectors, of the type ``faiss`` names; unset, ``auto`` when the extra is
+    installed and none otherwise."""
+    kind = faiss or ("auto" if faiss_installed() else "none")
+    if kind == "none":
+        return None
+    from ragfunnel.retrieve.faiss_search import build as build_faiss
+
+    config = build_faiss(np.load(root / "flat.vectors.npy", mmap_mode="r"), root / FAISS_FILE, kind)
+    log.info("FAISS index over %d passages: %s", n_passages, config.describe())
+    return config
 
 
 def _faiss_matches(old: Manifest, faiss: str | None) -> bool:

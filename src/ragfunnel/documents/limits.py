@@ -8,7 +8,7 @@ import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 
 MB = 1024 * 1024
 
@@ -44,7 +44,7 @@ def check_file_size(path: Path, limits: ReadLimits) -> None:
     size = path.stat().st_size
     if size > limits.max_document_mb * MB:
         raise InputError(f"{path.name} is {size / MB:.0f} MB, over the {limits.max_document_mb:g} MB limit; "
-                         "pass --max-document-mb to raise it")
+                         f"raise it with {option('max_document_mb')}")
 
 
 def open_zip(path: Path, limits: ReadLimits, *, kind: str) -> zipfile.ZipFile:
@@ -60,11 +60,11 @@ def open_zip(path: Path, limits: ReadLimits, *, kind: str) -> zipfile.ZipFile:
         if info.file_size > MB and ratio > limits.max_zip_ratio:
             archive.close()
             raise InputError(f"{path.name}: part {info.filename} expands {ratio:.0f}-fold, over the limit of "
-                             f"{limits.max_zip_ratio:g} (a zip bomb?); pass --max-zip-ratio to raise it")
+                             f"{limits.max_zip_ratio:g} (a zip bomb?); raise it with {option('max_zip_ratio')}")
     if total > limits.max_unzipped_mb * MB:
         archive.close()
         raise InputError(f"{path.name} expands to {total / MB:.0f} MB, over the {limits.max_unzipped_mb:g} MB limit "
-                         "(a zip bomb?); pass --max-unzipped-mb to raise it")
+                         f"(a zip bomb?); raise it with {option('max_unzipped_mb')}")
     return archive
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from ragfunnel.documents.limits import MB, ReadLimits
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
 from ragfunnel.documents.pdf_child import OUT_OF_MEMORY
-from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.errors import InputError, MissingExtra, option
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +93,13 @@ def _refusal(message: dict, name: str) -> Exception:
 def _check_pages(name: str, pages: int, limits: ReadLimits) -> None:
     if pages > limits.max_pdf_pages:
         raise InputError(f"{name} has {pages:,} pages, over the limit of {limits.max_pdf_pages:,} (a page tree "
-                         "that lists pages over and over?); pass --max-pdf-pages to raise it")
+                         f"that lists pages over and over?); raise it with {option('max_pdf_pages')}")
 
 
 def _check_text(name: str, characters: int, page: int, limits: ReadLimits) -> None:
     if characters > limits.max_pdf_text_chars:
         raise InputError(f"{name} holds over {limits.max_pdf_text_chars:,} characters of text by page {page:,}; "
-                         "pass --max-pdf-text-chars to raise the limit")
+                         f"raise the limit with {option('max_pdf_text_chars')}")
 
 
 # pdfium marks a hyphen it found at a line end with U+0002 (U+FFFE in some builds); other control
@@ -154,10 +154,10 @@ class _ReaderProcess:
             return
         if self.timed_out:
             raise InputError(f"reading {self.name} took over {self.limits.max_pdf_seconds:g} s; "
-                             "pass --max-pdf-seconds to raise the limit")
+                             f"raise the limit with {option('max_pdf_seconds')}")
         if status == OUT_OF_MEMORY or status < 0:  # pdfium aborts when an allocation fails; the kernel kills
             raise InputError(f"reading {self.name} needed more than {self.limits.max_pdf_memory_mb:g} MB"
-                             f"{_how(status)}; pass --max-pdf-memory-mb to raise it")
+                             f"{_how(status)}; raise it with {option('max_pdf_memory_mb')}")
         raise InputError(DAMAGED.format(name=self.name, problem=f"its reader failed: {self._last_error()}"))
 
     def _time_up(self) -> None:
@@ -290,9 +290,9 @@ class _StreamCheck:
     def _refusal(self, *, stream_over: bool) -> InputError:
         if stream_over:
             return InputError(f"{self.name}: a compressed stream expands past {self.limits.max_pdf_stream_mb:g} MB "
-                              "(a decompression bomb?); pass --max-pdf-stream-mb to raise the limit")
+                              f"(a decompression bomb?); raise the limit with {option('max_pdf_stream_mb')}")
         return InputError(f"{self.name}: its compressed streams expand past {self.limits.max_inflated_mb:g} MB in "
-                          "all (a decompression bomb?); pass --max-inflated-mb to raise the limit")
+                          f"all (a decompression bomb?); raise the limit with {option('max_inflated_mb')}")
 
 
 def _declared_chains(header: bytes, name: str) -> set[tuple[Callable, ...]]:

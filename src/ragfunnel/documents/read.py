@@ -13,7 +13,7 @@ from ragfunnel.documents.formats import SUPPORTED_LINE, SUPPORTED_SUFFIXES, dete
 from ragfunnel.documents.limits import MB, ReadLimits, check_file_size
 from ragfunnel.documents.model import LocatedContext, SourceDocument
 from ragfunnel.documents.plain import decode_text, read_markdown, read_text
-from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.errors import InputError, MissingExtra, option
 
 log = logging.getLogger(__name__)
 DEFAULT_LIMITS = ReadLimits()
@@ -24,7 +24,8 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
     if str(path) == "-":
         raw = sys.stdin.buffer.read(int(limits.max_document_mb * MB) + 1)
         if len(raw) > limits.max_document_mb * MB:
-            raise InputError(f"stdin holds over {limits.max_document_mb:g} MB; pass --max-document-mb to raise it")
+            raise InputError(f"stdin holds over {limits.max_document_mb:g} MB; raise the limit with "
+                             f"{option('max_document_mb')}")
         return SourceDocument.of_text("stdin", decode_text(raw, "stdin"))
     path = Path(path)
     if not _exists(path):

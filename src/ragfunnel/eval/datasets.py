@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ragfunnel.documents import read_document, resolved
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.prompts import TASKS
 from ragfunnel.prompts.longbench import longbench_task
 from ragfunnel.prompts.parsing import option_letters
@@ -214,7 +214,7 @@ def _longbench(record: dict, index: int) -> Example:
     task = longbench_task(dataset)
     if dataset and not task:
         _warn_once(f"dataset {dataset!r} is not one LongBench knows; its rows get the generic qa task "
-                   "(check the name, or pass --task)")
+                   "(check the name, or set the task option)")
     question = _optional_text(record, "input") or ""
     if not question.strip():
         question = TASKS[task].default_question if task else None
@@ -353,8 +353,7 @@ def load_dataset(path: str | Path, *, format: str = "auto", on_error: str = "fai
             message = str(e) if isinstance(e, RowError | InputError) else f"not a {fmt} row ({type(e).__name__}: {e})"
             bad = BadRow(str(path), line, message)
             if on_error == "fail":
-                raise InputError(f"{bad}; fix the row, or skip bad rows (`ragfunnel eval --on-error skip`, "
-                                 "on_error='skip' in Python)") from None
+                raise InputError(f"{bad}; fix the row, or skip bad rows (set {option('on_error')} to skip)") from None
             log.warning("skipping %s", bad)
             loaded.errors.append(bad)
             continue

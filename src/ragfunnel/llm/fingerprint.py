@@ -13,11 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from ragfunnel.atomic import write_atomic
 from ragfunnel.bounded import UnreadableFile, read_json_file
 
 log = logging.getLogger(__name__)
@@ -85,11 +85,9 @@ def _drop(record: Path, problem: str) -> None:
 def remember_sha256(path: Path, sha256: str, stamp: dict[str, object]) -> None:
     """Record ``sha256`` for the version of ``path`` that ``stamp`` (taken before hashing) describes."""
     record = _record(path)
-    partial = record.with_name(f"{record.name}.{os.getpid()}.partial")  # a reader never sees half a record
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps({"stamp": stamp, "sha256": sha256}))
-        os.replace(partial, record)
+        write_atomic(record, json.dumps({"stamp": stamp, "sha256": sha256}))  # a reader never sees half a record
     except OSError:
         pass  # an unwritable cache dir only costs the hash again next time
 

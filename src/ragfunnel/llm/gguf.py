@@ -58,7 +58,9 @@ def chat_template(model: Any) -> Any:
 class GGUFVocab:
     """A GGUF model's vocabulary and metadata, loaded without its weights.
 
-    Tokenizes exactly as the loaded model does (the same vocabulary, read from the same file).
+    Tokenizes exactly as the loaded model does (the same vocabulary, read from the same file). It wraps
+    llama-cpp-python's internal ``LlamaModel``, the one class of it that loads a model vocabulary-only:
+    its public ``Llama`` always builds a context, which a vocabulary-only model cannot have.
     """
 
     def __init__(self, path: Path):

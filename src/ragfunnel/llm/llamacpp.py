@@ -9,8 +9,11 @@ The backend is one ``generate`` over llama.cpp; what makes repeated questions ch
 - A prompt that starts where the last one did reuses the common prefix.
 - Prompts are counted from the vocabulary alone until a call needs the weights (:mod:`ragfunnel.llm.gguf`).
 
-A call looks at ``cancel_check`` between slices of the prompt it reads and between the tokens it
-writes, so a cancelled call ends within a second or so and leaves the context holding what it read.
+A call looks at its cancellation (:class:`~ragfunnel.llm.base.Cancellation`) between slices of the
+prompt it reads and between the tokens it writes, so a cancelled call ends within a second or so and
+leaves the context holding what it read. llama-cpp-python's public API is used throughout, but for two
+things it has no call for, each kept in one function: :func:`_context_params` and
+:func:`ragfunnel.llm.llamacpp_state.mark_held`.
 """
 
 from __future__ import annotations
@@ -18,17 +21,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ragfunnel.errors import ConfigError, ModelError
-from ragfunnel.llm.base import BaseLLM, cpu_threads
-from ragfunnel.llm.gguf import GGUFVocab, chat_template
+from ragfunnel.llm.base import BaseLLM, Capabilities, cpu_threads, text_sink
+from ragfunnel.llm.gguf import GGUFVocab
 from ragfunnel.llm.llamacpp_batch import MAX_PARALLEL, answer_logprobs, sample_together
-from ragfunnel.llm.llamacpp_state import KeptPrefixes, read_tokens
+from ragfunnel.llm.llamacpp_state import KeptPrefixes, mark_held, read_tokens
 from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore
 from ragfunnel.types import Completion, SamplingParams
 
@@ -43,8 +46,11 @@ _construct_lock = threading.Lock()
 def _context_params(**fields: Any) -> Iterator[None]:
     """Build ``Llama`` objects with these llama.cpp context parameters.
 
-    llama-cpp-python does not expose ``n_seq_max`` or ``kv_unified`` (needed for several sequences
-    sharing one prompt's KV cells), so its default-parameter factory is wrapped while one is built.
+    llama-cpp-python's ``Llama`` takes no ``n_seq_max`` or ``kv_unified`` (it sets them only for
+    embedding models), and K drafts decoded together need several sequences sharing one prompt's KV
+    cells; nor can a context be made for a loaded ``Llama`` through its public API. So the
+    default-parameter factory it builds its context from is wrapped while one is built, under a lock
+    (the factory is module state).
     """
     import llama_cpp.llama_cpp as low
 
@@ -70,10 +76,11 @@ class LlamaCppLLM(BaseLLM):
     The model loads on first use. ``n`` samples of one prompt decode together as one batch of
     sequences sharing the prompt's KV cells (greedy or grammar-constrained calls decode one after
     another, reusing the prompt). ``disk_prefixes`` is where :meth:`keep_prefix` keeps document
-    states between processes (None: memory only).
+    states between processes (None: memory only). One-sample calls stream their text to the call's sink.
     """
 
-    reuses_prompt = True
+    capabilities = Capabilities(prefix_state=True, reuses_prompt=True, yes_probability=True, streams_text=True,
+                                warm_up=True, reset=True)
 
     def __init__(
         self,
@@ -100,13 +107,11 @@ class LlamaCppLLM(BaseLLM):
         self._lock = threading.RLock()
         self._grammars: dict[str, Any] = {}  # GBNF text -> compiled LlamaGrammar (parsing is not free)
         self.disk_prefixes = disk_prefixes
-        self.last_prefix: dict[str, Any] = {}  # what the last keep_prefix did (read by callers for traces)
-        # Receives the text of single-sample calls as it is generated (``ask`` on a terminal shows it).
-        self.on_text: Callable[[str], None] | None = None
         self.memory_prefixes = MemoryPrefixStore(**({"max_bytes": memory_prefix_bytes}
                                                     if memory_prefix_bytes is not None else {}))
 
     def warm_up(self) -> None:
+        """Load the weights and make the context now (the first call that needs them would)."""
         if self._llama is not None:
             return
         vocab = self._tokenizer()  # names a wrong path or a missing llama.cpp; gives the trained context
@@ -128,8 +133,7 @@ class LlamaCppLLM(BaseLLM):
                 f"llama.cpp could not load {self.model_path} ({e}); the file is truncated or not GGUF — "
                 "replace it (for bundled models: `ragfunnel models --prepare`)"
             ) from None
-        self._template = chat_template(llama._model)
-        with self._lock:
+        with self._lock:  # the chat template stays the vocabulary's: the same metadata as the loaded model's
             self._llama, self._vocab = llama, None
         vocab.close()
         log.info("loaded %s in %.1fs (n_ctx=%d)", self.name, time.perf_counter() - started, self._n_ctx)
@@ -233,7 +237,8 @@ class LlamaCppLLM(BaseLLM):
         if text not in self._grammars:
             import llama_cpp
 
-            sampler = llama_cpp.llama_sampler_init_grammar(self._llama._model.vocab, text.encode(), b"root")
+            vocab = llama_cpp.llama_model_get_vocab(self._llama.model)
+            sampler = llama_cpp.llama_sampler_init_grammar(vocab, text.encode(), b"root")
             if not sampler:
                 raise ConfigError(f"llama.cpp cannot parse the grammar {text[:80]!r}; fix the GBNF text "
                                   "(it needs a 'root' rule)")
@@ -279,7 +284,8 @@ class LlamaCppLLM(BaseLLM):
             grammar=self._grammar(params.grammar),
             stopping_criteria=self._cancellable_writing(),
         )
-        if self.on_text is None:
+        sink = text_sink(self)
+        if sink is None:
             r = self._llama.create_completion(**options)
             choice, usage = r["choices"][0], r["usage"]
             text, finish = choice["text"] or "", choice.get("finish_reason") or "stop"
@@ -290,7 +296,7 @@ class LlamaCppLLM(BaseLLM):
                 choice = chunk["choices"][0]
                 if choice["text"]:
                     pieces.append(choice["text"])
-                    self.on_text(choice["text"])
+                    sink(choice["text"])
                 finish = choice.get("finish_reason") or finish
             text = "".join(pieces)
             n_out = len(self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=True)) if text else 0
@@ -302,8 +308,8 @@ class LlamaCppLLM(BaseLLM):
                           seconds=time.perf_counter() - started, finish_reason=finish, logprobs=logprobs)
 
     def _cancellable_writing(self) -> Any:
-        """llama-cpp-python's hook called after each written token, used to let :attr:`cancel_check` end the
-        completion there (it never stops one itself). The context is then left holding what was read."""
+        """llama-cpp-python's hook called after each written token, used to let the call's cancellation end
+        the completion there (it never stops one itself). The context is then left holding what was read."""
         from llama_cpp import StoppingCriteriaList
 
         def after_each_token(input_ids: Any, logits: Any) -> bool:
@@ -332,9 +338,9 @@ class LlamaCppLLM(BaseLLM):
             return None
         with self._lock:
             read_tokens(self._llama, tokens, check=self._stop_if_cancelled)
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llama._ctx.ctx, -1),
-                                           shape=(self._llama._n_vocab,)).astype(np.float64)
-            self._llama._requires_eval = True
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llama.ctx, -1),
+                                           shape=(self._llama.n_vocab(),)).astype(np.float64)
+            mark_held(self._llama, self._llama.n_tokens)
 
         def first_tokens(words: tuple[str, ...]) -> list[int]:
             ids = {self._llama.tokenize(w.encode(), add_bos=False, special=False)[0] for w in words}

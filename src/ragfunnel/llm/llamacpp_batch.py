@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ragfunnel.errors import ModelError
-from ragfunnel.llm.llamacpp_state import read_tokens
+from ragfunnel.errors import ModelError, option
+from ragfunnel.llm.llamacpp_state import drop_from, mark_held, read_tokens
 from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def sample_together(llama: Any, tokens: list[int], params: SamplingParams, n: in
     """
     import llama_cpp
 
-    ctx, vocab = llama._ctx.ctx, llama._model.vocab
+    ctx, vocab = llama.ctx, llama_cpp.llama_model_get_vocab(llama.model)
     memory = llama_cpp.llama_get_memory(ctx)
     started = time.perf_counter()
     read_tokens(llama, tokens, check=check)
@@ -94,7 +94,7 @@ def sample_together(llama: Any, tokens: list[int], params: SamplingParams, n: in
                 logits_at[seq] = row
             if llama_cpp.llama_decode(ctx, batch) != 0:
                 raise ModelError(f"llama.cpp failed to decode a batch of {len(live)} samples on {name}; "
-                                 "lower --samples")
+                                 f"lower {option('samples')}")
     finally:
         llama_cpp.llama_batch_free(batch)
         for sampler in samplers:
@@ -102,8 +102,7 @@ def sample_together(llama: Any, tokens: list[int], params: SamplingParams, n: in
         for seq in range(1, n):
             llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
         llama_cpp.llama_memory_seq_rm(memory, 0, n_prompt, -1)
-        llama.n_tokens = n_prompt
-        llama._requires_eval = True
+        mark_held(llama, n_prompt)
     seconds = time.perf_counter() - started
     outs = []
     for seq in range(n):
@@ -132,10 +131,10 @@ def answer_logprobs(llama: Any, prompt: list[int], text: str, *, n_ctx: int, nam
     n_prompt = len(prompt)
     if not answer or n_prompt + len(answer) > n_ctx:
         return ()
-    ctx = llama._ctx.ctx
+    ctx, n_vocab = llama.ctx, llama.n_vocab()
     feed = [prompt[-1], *answer]
-    llama._ctx.kv_cache_seq_rm(0, n_prompt - 1, -1)
-    llama._requires_eval = True
+    drop_from(llama, n_prompt - 1)
+    mark_held(llama, n_prompt - 1)
     batch = llama_cpp.llama_batch_init(len(feed), 0, 1)
     try:
         batch.n_tokens = len(feed)
@@ -146,17 +145,15 @@ def answer_logprobs(llama: Any, prompt: list[int], text: str, *, n_ctx: int, nam
             batch.seq_id[row][0] = 0
             batch.logits[row] = True
         if llama_cpp.llama_decode(ctx, batch) != 0:
-            llama.n_tokens = n_prompt - 1
             log.warning("llama.cpp could not read back the answer's log-probabilities on %s", name)
             return ()
         out = []
         for row, token in enumerate(answer):
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, row), shape=(llama._n_vocab,))
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, row), shape=(n_vocab,))
             top = float(logits.max())
             out.append(float(logits[token]) - top - float(np.log(np.exp(logits - top).sum())))
     finally:
         llama_cpp.llama_batch_free(batch)
     held = [*prompt, *answer]
-    llama.input_ids[: len(held)] = held
-    llama.n_tokens = len(held)
+    mark_held(llama, len(held), tokens=held)
     return tuple(out)

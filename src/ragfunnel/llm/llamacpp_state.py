@@ -4,21 +4,22 @@ kept and restored.
 A document prefix (instructions and document, before the question) is read once; the KV state
 after it is kept in memory and on disk (:mod:`ragfunnel.llm.prefix_store`), keyed by the model
 file's SHA-256 and the exact prefix tokens, and restored for the next question instead of reading
-the document again. Every function here takes llama-cpp-python's ``Llama`` and works on sequence 0.
+the document again. Every function here takes llama-cpp-python's ``Llama`` and works on sequence 0,
+through its public API and llama.cpp's own (``llama_cpp``), except :func:`mark_held`.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore, PrefixState, prefix_key
 
 log = logging.getLogger(__name__)
 
-# Tokens read between two looks at the cancel check. llama.cpp would read a prompt in n_batch (512)
+# Tokens read between two looks at the call's cancellation. llama.cpp would read a prompt in n_batch (512)
 # pieces, 3-7 s each on two cores for the 135M and 0.5B models, and a cancelled read would go on that
 # long; 64 tokens take about 1.3 s on the 1.5B model (49 tokens/s). Smaller pieces read as fast (0.5B
 # model on two idle cores: 180 tokens/s in 64s, 185 in 512s); only when other work crowds the cores does
@@ -30,6 +31,27 @@ def holds(llama: Any, tokens: list[int]) -> bool:
     """Whether the context already holds ``tokens`` at its start."""
     n = len(tokens)
     return llama is not None and llama.n_tokens >= n and list(llama.input_ids[:n]) == tokens
+
+
+def mark_held(llama: Any, n: int, *, tokens: Sequence[int] | None = None) -> None:
+    """Tell llama-cpp-python that its context now holds ``n`` tokens (``tokens`` when given, else the first
+    ``n`` it held) and no fresh logits, after the KV cells were changed through llama.cpp's own API.
+
+    llama-cpp-python has no public call for this: only its own ``eval`` keeps ``n_tokens``, ``input_ids``
+    and the private ``_requires_eval`` in step with the context. ``_requires_eval`` makes its next
+    completion of exactly the held tokens read the last one again rather than sample from stale logits.
+    """
+    if tokens is not None:
+        llama.input_ids[:n] = tokens
+    llama.n_tokens = n
+    llama._requires_eval = True
+
+
+def drop_from(llama: Any, position: int, *, seq: int = 0) -> None:
+    """Remove sequence ``seq``'s KV cells (-1: every sequence's) from ``position`` on; then mark what is held."""
+    import llama_cpp
+
+    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llama.ctx), seq, position, -1)
 
 
 def read_tokens(llama: Any, tokens: list[int], *, check: Callable[[], None], keep: int | None = None) -> None:
@@ -47,9 +69,8 @@ def read_tokens(llama: Any, tokens: list[int], *, check: Callable[[], None], kee
             common += 1
     else:
         common = keep
-    llama._ctx.kv_cache_seq_rm(0, common, -1)
-    llama.n_tokens = common
-    llama._requires_eval = True  # the logits left over are not the last kept token's
+    drop_from(llama, common)
+    mark_held(llama, common)  # the logits left over are not the last kept token's
     for start, end in _slices(common, len(tokens), min(PROMPT_SLICE, llama.n_batch)):
         check()
         llama.eval(tokens[start:end])
@@ -67,7 +88,7 @@ def _slices(start: int, stop: int, size: int) -> Iterator[tuple[int, int]]:
 def _save(llama: Any) -> bytes:
     import llama_cpp
 
-    ctx = llama._ctx.ctx
+    ctx = llama.ctx
     size = llama_cpp.llama_state_seq_get_size(ctx, 0)
     buf = (ctypes.c_uint8 * size)()
     written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
@@ -78,15 +99,12 @@ def _load(llama: Any, state: PrefixState, name: str) -> bool:
     import llama_cpp
 
     llama.reset()
-    llama_cpp.llama_memory_seq_rm(llama_cpp.llama_get_memory(llama._ctx.ctx), -1, -1, -1)
+    drop_from(llama, 0, seq=-1)
     buf = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
-    if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, buf, len(state.data), 0) != len(state.data):
+    if llama_cpp.llama_state_seq_set_data(llama.ctx, buf, len(state.data), 0) != len(state.data):
         log.warning("llama.cpp refused a stored document state for %s; reading the document again", name)
         return False
-    n = len(state.tokens)
-    llama.input_ids[:n] = state.tokens
-    llama.n_tokens = n
-    llama._requires_eval = True  # the restored state has no logits: the next call re-reads one token
+    mark_held(llama, len(state.tokens), tokens=state.tokens)  # no logits: the next call re-reads one token
     return True
 
 

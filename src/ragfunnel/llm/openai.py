@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError
-from ragfunnel.llm.base import CANCEL_POLL_SECONDS, BaseLLM, TransientError
+from ragfunnel.llm.base import (
+    CANCEL_POLL_SECONDS,
+    BaseLLM,
+    Cancellation,
+    Capabilities,
+    TransientError,
+    current_cancellation,
+)
 from ragfunnel.types import Completion, SamplingParams
 
 log = logging.getLogger(__name__)
@@ -44,10 +51,12 @@ class OpenAICompatibleLLM(BaseLLM):
     the same attempt and deadline. A server sitting out is tried only after all the others, and
     rejoins the turn when its cool-off ends: the next request sent to it is the health check.
 
-    While ``cancel_check`` is set, a completion request is waited for in steps of a tenth of a second
-    and closed when the check raises, so the server sees the client go and stops generating.
+    A call that can be cancelled (it runs under a :class:`~ragfunnel.llm.base.Cancellation`) waits for its
+    completion request in steps of a tenth of a second and closes it once cancelled, so the server sees
+    the client go and stops generating.
     """
 
+    capabilities = Capabilities(yes_probability=True, warm_up=True, check_reachable=True)
     cool_off: float = 30.0  # seconds a failing server (one of several) sits out
 
     def __init__(
@@ -109,6 +118,7 @@ class OpenAICompatibleLLM(BaseLLM):
         self.deadline = 1.5 * self.timeout
 
     def warm_up(self) -> None:
+        """Make the HTTP client now (the first request would)."""
         if self._client is not None:
             return
         try:
@@ -169,7 +179,7 @@ class OpenAICompatibleLLM(BaseLLM):
     def _post(self, path: str, payload: dict[str, Any], *, root: bool = False,
               cancellable: bool = False) -> dict[str, Any]:
         """POST JSON to the next server in turn; network errors and retryable statuses become TransientError.
-        ``cancellable``: a request that may run long (a completion), closed when :attr:`cancel_check` raises."""
+        ``cancellable``: a request that may run long (a completion), closed when the call is cancelled."""
         self.warm_up()  # first: without httpx it raises MissingExtra
         url, r = self._send("POST", path, root=root, cancellable=cancellable, json=payload)
         if r.status_code in _RETRY_STATUS:
@@ -225,18 +235,20 @@ class OpenAICompatibleLLM(BaseLLM):
         raise TransientError("; ".join(errors))
 
     def _request(self, method: str, url: str, timeouts: Any, *, cancellable: bool, **request: Any) -> Any:
-        """One HTTP request, on the pooled client unless it is cancellable and a cancel check is set.
+        """One HTTP request, on the pooled client unless it is cancellable and the call can be cancelled.
 
         A blocking request cannot be interrupted from outside, and abandoning it would leave the server
         generating; a request sent on an event loop can be cancelled, which closes its connection. It
         gets a loop and a connection of its own (a set-up small beside a completion), and runs only
-        under a cancel check, whose caller (the server's worker thread) runs no event loop of its own.
+        under a cancellation, whose caller (the server's worker thread) runs no event loop of its own.
         """
-        if not cancellable or self.cancel_check is None:
+        token = current_cancellation() if cancellable else None
+        if token is None:
             return self._client.request(method, url, timeout=timeouts, **request)
-        return asyncio.run(self._request_until_cancelled(method, url, timeouts, request))
+        return asyncio.run(self._request_until_cancelled(method, url, timeouts, request, token))
 
-    async def _request_until_cancelled(self, method: str, url: str, timeouts: Any, request: dict[str, Any]) -> Any:
+    async def _request_until_cancelled(self, method: str, url: str, timeouts: Any, request: dict[str, Any],
+                                       token: Cancellation) -> Any:
         import httpx
 
         async with httpx.AsyncClient(headers=self._client.headers) as client:
@@ -245,7 +257,7 @@ class OpenAICompatibleLLM(BaseLLM):
                 while not sending.done():
                     await asyncio.wait({sending}, timeout=CANCEL_POLL_SECONDS)
                     if not sending.done():
-                        self._stop_if_cancelled()
+                        token.check()
                 return sending.result()
             finally:
                 sending.cancel()  # closes the connection of a request still waiting for its answer

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ragfunnel.atomic import atomic_open
+
 log = logging.getLogger(__name__)
 
 FORMAT = "ragfunnel-kv-1"
@@ -140,20 +142,14 @@ class DiskPrefixStore:
         head = {"format": FORMAT, "model": fingerprint, "tokens": len(state.tokens), "bytes": len(state.data),
                 "checksum": _checksum(tokens_raw, state.data)}
         path = self._path(key)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            with partial.open("wb") as f:
+            with atomic_open(path, "wb") as f:
                 f.write(json.dumps(head).encode() + b"\n")
                 f.write(tokens_raw)
                 f.write(state.data)
-            os.replace(partial, path)
             self._writable = True
         except OSError as e:
-            try:
-                partial.unlink(missing_ok=True)
-            except OSError:
-                pass
             log.warning("cannot write document states under %s (%s); keeping them in memory only", self.root, e)
             self._writable = False
             return

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, option
 from ragfunnel.llm import bundled
-from ragfunnel.llm.base import LLM, THREADS_VARIABLE, BaseLLM
+from ragfunnel.llm.base import LLM, THREADS_VARIABLE
 from ragfunnel.llm.call_cache import default_call_cache
 from ragfunnel.llm.prefix_store import default_prefix_store
 
@@ -148,7 +148,7 @@ def set_server_timeout(seconds: float) -> None:
     from ragfunnel.llm.openai import OpenAICompatibleLLM
 
     if not seconds > 0:
-        raise ConfigError(f"--timeout must be a positive number of seconds, got {seconds}")
+        raise ConfigError(f"{option('timeout')} must be a positive number of seconds, got {seconds}")
     global _server_timeout
     _server_timeout = float(seconds)
     for llm in _loaded.values():
@@ -197,15 +197,12 @@ def check_backends(specs: Iterable[str]) -> None:
     """Fail now, in one line, if a model cannot be used: a local file missing or not GGUF (bundled
     models are also verified), a server that does not answer. Runs call it before writing any row."""
     for spec in dict.fromkeys(specs):
-        llm = resolve(spec)
-        if hasattr(llm, "check_reachable"):
-            llm.check_reachable()
+        resolve(spec).check_reachable()
 
 
 def _attach_caches(llm: LLM) -> None:
-    if isinstance(llm, BaseLLM):
-        llm.call_cache = default_call_cache() if _disk_caches else None
-    if hasattr(llm, "disk_prefixes"):
+    llm.call_cache = default_call_cache() if _disk_caches else None
+    if llm.capabilities.prefix_state:
         llm.disk_prefixes = default_prefix_store() if _disk_caches else None
 
 
@@ -216,4 +213,4 @@ def reset_loaded() -> None:
     a prefix another method left in the cache.
     """
     for llm in _loaded.values():
-        getattr(llm, "reset", lambda: None)()
+        llm.reset()

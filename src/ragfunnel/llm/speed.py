@@ -27,9 +27,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ragfunnel.atomic import write_atomic
 from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.errors import ConfigError
-from ragfunnel.llm.base import LLM
+from ragfunnel.llm.base import LLM, streaming
 
 log = logging.getLogger(__name__)
 
@@ -78,31 +79,26 @@ def _probe_text(words: int) -> str:
 
 
 def calibrate(llm: LLM) -> SpeedProfile:
-    """Measure ``llm``'s prefill, decode and batched-decode speed (a few seconds; no call cache)."""
-    saved_cache, saved_sink = getattr(llm, "call_cache", None), getattr(llm, "on_text", None)
-    if saved_cache is not None:
-        llm.call_cache = None  # type: ignore[attr-defined]
-    if saved_sink is not None:
-        llm.on_text = None  # type: ignore[attr-defined]
+    """Measure ``llm``'s prefill, decode and batched-decode speed (a few seconds; no call cache, and the
+    probe text streams nowhere, whatever sink the caller set)."""
+    saved_cache, llm.call_cache = llm.call_cache, None
     try:
-        llm.generate([f"Say: {_probe_text(8)}"], max_tokens=2)  # first-call set-up is not speed
-        reads = []
-        for words in _PROBE_WORDS:
-            prompt = (f"Here are some words: {_probe_text(words)}\n\n"
-                      "Now count from 1 to 200, numbers separated by spaces.")
-            reads.append(llm.generate([prompt], max_tokens=1)[0][0])
-        started = time.perf_counter()
-        one = llm.generate([prompt], max_tokens=_DECODE_TOKENS)[0][0]
-        one_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        many = llm.generate([prompt], max_tokens=_DECODE_TOKENS, n=_BATCH, temperature=1.0, top_p=0.9,
-                            top_k=50)[0]
-        many_seconds = time.perf_counter() - started
+        with streaming(llm, None):
+            llm.generate([f"Say: {_probe_text(8)}"], max_tokens=2)  # first-call set-up is not speed
+            reads = []
+            for words in _PROBE_WORDS:
+                prompt = (f"Here are some words: {_probe_text(words)}\n\n"
+                          "Now count from 1 to 200, numbers separated by spaces.")
+                reads.append(llm.generate([prompt], max_tokens=1)[0][0])
+            started = time.perf_counter()
+            one = llm.generate([prompt], max_tokens=_DECODE_TOKENS)[0][0]
+            one_seconds = time.perf_counter() - started
+            started = time.perf_counter()
+            many = llm.generate([prompt], max_tokens=_DECODE_TOKENS, n=_BATCH, temperature=1.0, top_p=0.9,
+                                top_k=50)[0]
+            many_seconds = time.perf_counter() - started
     finally:
-        if saved_cache is not None:
-            llm.call_cache = saved_cache  # type: ignore[attr-defined]
-        if saved_sink is not None:
-            llm.on_text = saved_sink  # type: ignore[attr-defined]
+        llm.call_cache = saved_cache
     prefill, slowdown = _fit_reading([(r.prompt_tokens, max(r.seconds, 1e-6)) for r in reads])
     decode = max(one.completion_tokens, 1) / max(one_seconds, 1e-6)
     steps = max(max(c.completion_tokens for c in many), 1)
@@ -130,7 +126,7 @@ def _fit_reading(reads: list[tuple[int, float]]) -> tuple[float, float]:
 def _profile_path(llm: LLM) -> Path:
     from ragfunnel.llm.cache_paths import cache_dir
 
-    fingerprint = getattr(llm, "fingerprint", llm.name).replace("/", "_").replace(":", "_")[:120]
+    fingerprint = llm.fingerprint.replace("/", "_").replace(":", "_")[:120]
     return cache_dir() / "speed" / f"{fingerprint}.json"
 
 
@@ -176,7 +172,7 @@ def _saved_profile(path: Path, machine: dict[str, object], name: str) -> SpeedPr
 
 def speed_of(llm: LLM) -> SpeedProfile:
     """``llm``'s profile: remembered for its fingerprint on this machine, else calibrated now and saved."""
-    fingerprint = getattr(llm, "fingerprint", llm.name)
+    fingerprint = llm.fingerprint
     if fingerprint in _measured:
         return _measured[fingerprint]
     path = _profile_path(llm)
@@ -187,9 +183,7 @@ def speed_of(llm: LLM) -> SpeedProfile:
         profile = calibrate(llm)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_name(path.name + ".partial")
-            partial.write_text(json.dumps({"machine": machine, "profile": asdict(profile)}))
-            os.replace(partial, path)
+            write_atomic(path, json.dumps({"machine": machine, "profile": asdict(profile)}))
         except OSError as e:
             log.warning("cannot save %s's speed under %s (%s); it will be measured again next time",
                         llm.name, path.parent, e)

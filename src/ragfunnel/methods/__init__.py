@@ -2,19 +2,35 @@
 
 A *context* method answers from a long text handed over with each question (``ask --context``);
 a *corpus* method is built on a corpus index and answers from what it retrieves there
-(``ask --index``). :func:`make_method` builds both and checks their options the same way.
+(``ask --index``). Each takes one configuration (:mod:`ragfunnel.methods.config`) and two models;
+:func:`make_method` builds both kinds from keyword options, checked by the configuration.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, option
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.llm.base import LLM
 from ragfunnel.methods.auto import Auto
+from ragfunnel.methods.config import (
+    AnswerConfig,
+    AutoConfig,
+    Config,
+    CorpusFBConfig,
+    DragConfig,
+    FBConfig,
+    ForwardOnlyConfig,
+    FunnelConfig,
+    IterDragConfig,
+    RetrievalConfig,
+    build_config,
+    options_of_config,
+)
 from ragfunnel.methods.corpus_fb import CorpusFBRAG
 from ragfunnel.methods.drag import DRAG
 from ragfunnel.methods.fbrag import FBRAG
@@ -47,83 +63,91 @@ class CorpusMethod(Protocol):
 Method = ContextMethod | CorpusMethod
 
 
-def _fb(**options: Any) -> FBRAG:
-    return FBRAG(**{"eta_forward": 0.5, "eta_backward": 0.5, **options})
+@dataclass(frozen=True)
+class Registered:
+    """A method by name: its class, its configuration, and what it becomes over a corpus index (``fb``)."""
+
+    cls: type
+    config: type[Config]
+    kind: Literal["context", "corpus"]
+    over_index: Registered | None = None
 
 
-def _fb_f(**options: Any) -> FBRAG:
-    return FBRAG(**{"eta_forward": 1.0, "eta_backward": 0.0, **options})
-
-
-# name -> (what builds it, the class whose keyword options it takes)
-_CONTEXT: dict[str, tuple[Callable[..., ContextMethod], type]] = {
-    "auto": (Auto, Auto),
-    "fb-f": (_fb_f, FBRAG),
-    "fb": (_fb, FBRAG),
-    "op": (OrderPreservingRAG, OrderPreservingRAG),
-    "vanilla": (VanillaRAG, VanillaRAG),
-    "self-route": (SelfRoute, SelfRoute),
-    "lc": (LongContext, LongContext),
+_CORPUS_FB = Registered(CorpusFBRAG, CorpusFBConfig, "corpus")
+REGISTRY: dict[str, Registered] = {
+    "auto": Registered(Auto, AutoConfig, "context"),
+    "fb-f": Registered(FBRAG, ForwardOnlyConfig, "context"),
+    "fb": Registered(FBRAG, FBConfig, "context", over_index=_CORPUS_FB),
+    "op": Registered(OrderPreservingRAG, RetrievalConfig, "context"),
+    "vanilla": Registered(VanillaRAG, RetrievalConfig, "context"),
+    "self-route": Registered(SelfRoute, RetrievalConfig, "context"),
+    "lc": Registered(LongContext, AnswerConfig, "context"),
+    "funnel": Registered(FunnelRAG, FunnelConfig, "corpus"),
+    "drag": Registered(DRAG, DragConfig, "corpus"),
+    "iterdrag": Registered(IterDRAG, IterDragConfig, "corpus"),
 }
-_CORPUS: dict[str, tuple[Callable[..., CorpusMethod], type]] = {
-    "funnel": (FunnelRAG, FunnelRAG),
-    "drag": (DRAG, DRAG),
-    "iterdrag": (IterDRAG, IterDRAG),
-}
-# Context methods that also answer over a corpus index, and what they become there.
-_OVER_INDEX: dict[str, type] = {"fb": CorpusFBRAG}
-METHODS: dict[str, tuple[Callable[..., Method], type]] = {**_CONTEXT, **_CORPUS}
-CONTEXT_METHODS = tuple(_CONTEXT)
-CORPUS_METHODS = tuple(_CORPUS)
+METHODS = tuple(REGISTRY)
+CONTEXT_METHODS = tuple(name for name, entry in REGISTRY.items() if entry.kind == "context")
+CORPUS_METHODS = tuple(name for name, entry in REGISTRY.items() if entry.kind == "corpus")
+OVER_INDEX = tuple(name for name, entry in REGISTRY.items() if entry.over_index is not None)
+MODELS = ("light", "strong")  # what every method takes beside its configuration
 DEFAULT_METHOD = "auto"  # over a context
 DEFAULT_CORPUS_METHOD = "funnel"
 
 
-def _registered(name: str) -> tuple[Callable[..., Method], type]:
-    if name not in METHODS:
+def registered(name: str, *, over_index: bool = False) -> Registered:
+    """Method ``name``'s entry (over a corpus index: what it becomes there)."""
+    if name not in REGISTRY:
         raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
-    return METHODS[name]
+    entry = REGISTRY[name]
+    return entry.over_index if over_index and entry.over_index is not None else entry
 
 
 def method_kind(name: str) -> Literal["context", "corpus"]:
     """Whether method ``name`` reads a provided context or searches a corpus index."""
-    _registered(name)
-    return "corpus" if name in _CORPUS else "context"
+    return registered(name).kind
+
+
+def config_of(name: str, *, over_index: bool = False) -> type[Config]:
+    """The configuration method ``name`` takes, over a context or (``over_index``) over a corpus index."""
+    return registered(name, over_index=over_index).config
 
 
 def options_of(name: str, *, over_index: bool = False) -> list[str]:
-    """The keyword options method ``name`` accepts (a corpus method's ``index`` is not one of them), over a
-    context or (``over_index``) over a corpus index."""
-    cls = _OVER_INDEX[name] if over_index and name in _OVER_INDEX else _registered(name)[1]
-    return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "index")]
+    """The keyword options method ``name`` accepts (its configuration's fields), over a context or
+    (``over_index``) over a corpus index."""
+    return [o.name for o in options_of_config(config_of(name, over_index=over_index))]
 
 
 def check_source(name: str, *, index: CorpusIndex | str | Path | None) -> None:
     """Refuse a corpus method without an index, and a context method given one."""
     kind = method_kind(name)
-    if kind == "context" and index is not None and name not in _OVER_INDEX:
-        raise ConfigError(f"--index answers with --method {', '.join([*CORPUS_METHODS, *_OVER_INDEX])}; "
-                          f"{name} reads a --context")
+    if kind == "context" and index is not None and name not in OVER_INDEX:
+        raise ConfigError(f"{option('index')} answers with method {', '.join([*CORPUS_METHODS, *OVER_INDEX])}; "
+                          f"{name} reads {option('context')}")
     if kind == "corpus" and index is None:
-        raise ConfigError(f"--method {name} answers from a corpus index; pass --index DIR instead of --context")
+        raise ConfigError(f"method {name} answers from a corpus index; pass {option('index')} instead of "
+                          f"{option('context')}")
 
 
-def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, **options: Any) -> Method:
-    """Build method ``name``: a corpus method on ``index`` (a :class:`CorpusIndex` or its directory), a
-    context method without one. Options it does not take are an error that lists the ones it does."""
+def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, light: str | LLM = DEFAULT_LIGHT,
+                strong: str | LLM = DEFAULT_STRONG, **options: Any) -> Method:
+    """Build method ``name`` from keyword ``options`` (its configuration's fields): a corpus method on ``index``
+    (a :class:`CorpusIndex` or its directory), a context method without one. An option it does not take is an
+    error that lists the ones it does."""
     check_source(name, index=index)
-    valid = options_of(name, over_index=index is not None)
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        where = " over an index" if index is not None and method_kind(name) == "context" else ""
-        raise ConfigError(f"method {name}{where} does not take {', '.join(unknown)}; it takes {', '.join(valid)}")
-    if index is None:
-        return _registered(name)[0](**options)
-    factory = _OVER_INDEX.get(name) or _registered(name)[0]
-    return factory(index=index, **options)
+    entry = registered(name, over_index=index is not None)
+    where = " over an index" if index is not None and method_kind(name) == "context" else ""
+    config = build_config(entry.config, options, method=f"{name}{where}")
+    if entry.kind == "corpus":
+        return entry.cls(config, light=light, strong=strong, index=index)
+    return entry.cls(config, light=light, strong=strong)
 
 
-__all__ = ["METHODS", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
-           "ContextMethod", "CorpusMethod", "Method", "check_source", "make_method", "method_kind", "options_of",
+__all__ = ["METHODS", "REGISTRY", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
+           "OVER_INDEX", "MODELS", "ContextMethod", "CorpusMethod", "Method", "Registered", "check_source", "config_of",
+           "make_method", "method_kind", "options_of", "registered",
+           "AnswerConfig", "AutoConfig", "Config", "CorpusFBConfig", "DragConfig", "FBConfig", "ForwardOnlyConfig",
+           "FunnelConfig", "IterDragConfig", "RetrievalConfig",
            "Auto", "DRAG", "FBRAG", "FunnelRAG", "IterDRAG", "LongContext", "OrderPreservingRAG", "SelfRoute",
            "VanillaRAG"]

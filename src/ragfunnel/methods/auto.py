@@ -8,8 +8,8 @@ already holds from an earlier question about the same document) plus seconds to 
 
 ``auto`` then climbs a ladder of *rungs*. The first is OP-RAG, the cheapest method that was not
 worse than FB-RAG or LC on this project's measurements with the bundled models (33 held-out
-multi-hop documents, as the issue measured them: OP 34.8, FB-RAG 28.3 with the 0.5B drafting, LC 24.5 on
-13 of them), or LC where the strong
+multi-hop documents: OP 34.8, FB-RAG 28.3 with the 0.5B drafting, LC 24.5 on 13 of them; see
+``benchmarks/RESULTS.md``, "Confidence and auto's ladder"), or LC where the strong
 model already holds the document and reading the question alone is faster. Every answer carries a
 calibrated confidence (:mod:`ragfunnel.confidence`); while it is below the calibration's
 ``supported_at`` (where ``CLIMBS[prefer]``) the next rung runs (FB-RAG, then LC), provided it reads
@@ -32,29 +32,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ragfunnel.atomic import write_atomic
 from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.confidence import current_calibration
-from ragfunnel.errors import ConfigError, RagfunnelError
+from ragfunnel.errors import ConfigError, RagfunnelError, option
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.speed import SpeedProfile, speed_of
 from ragfunnel.methods.base import WINDOW_MARGIN, check_budget, join_chunks, prepare, total_tokens
+from ragfunnel.methods.config import AnswerConfig, AutoConfig, FBConfig, RetrievalConfig
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
-from ragfunnel.prompts import answer_tokens, build_prompt, check_task, prompt_prefix
-from ragfunnel.text.chunking import CHUNK_WORDS
-from ragfunnel.types import Prediction, StageTrace, Trace
+from ragfunnel.prompts import answer_tokens, build_prompt, prompt_prefix
+from ragfunnel.types import Prediction, StageTrace, Trace, stage_detail, stage_done
 
 log = logging.getLogger(__name__)
 
-PREFER = ("speed", "balanced", "quality")
 # Whether ``auto`` climbs at each ``prefer``: past its first rung, while the answer is unsupported (its
 # confidence under the calibration's ``supported_at``), to rungs that read chunks no earlier rung read. Set by
 # measurement (benchmarks/escalation.py, RESULTS.md): with the bundled models FB-RAG, climbed to from an
@@ -125,9 +124,7 @@ class DocumentLedger:
                 return
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
-                partial.write_text(json.dumps(dict(list(merged.items())[-10_000:])))
-                os.replace(partial, path)
+                write_atomic(path, json.dumps(dict(list(merged.items())[-10_000:])))
             except OSError as e:
                 log.warning("cannot record document use under %s (%s); auto counts this process only", path, e)
 
@@ -150,44 +147,21 @@ class Auto:
 
     name = "auto"
 
-    def __init__(
-        self,
-        *,
-        light: str | LLM = DEFAULT_LIGHT,
-        strong: str | LLM = DEFAULT_STRONG,
-        task: str = "qa",
-        budget: int = 1500,
-        stage1_budget: int | None = None,
-        chunk_words: int = CHUNK_WORDS,
-        samples: int = 5,
-        seed: int = 0,
-        max_tokens: int | None = None,
-        draft_from: str = "warm",
-        fusion: str = "normalized",
-        max_seconds: float | None = None,
-        prefer: str = "balanced",
-    ):
-        if max_seconds is not None and max_seconds <= 0:
-            raise ConfigError(f"max_seconds must be positive, got {max_seconds}")
-        if prefer not in PREFER:
-            raise ConfigError(f"prefer must be one of {', '.join(PREFER)}, got {prefer!r}")
-        self.task = check_task(task)
+    def __init__(self, config: AutoConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG):
+        self.config = c = config or AutoConfig()
         self.light, self.strong = light, strong
-        self.max_seconds = max_seconds
-        self.prefer = prefer
-        self.max_tokens = max_tokens or answer_tokens(task)
-        self.lc = LongContext(strong=strong, task=task, max_tokens=max_tokens)
-        self.op = OrderPreservingRAG(strong=strong, task=task, budget=budget, chunk_words=chunk_words,
-                                     max_tokens=max_tokens)
-        self.fb = FBRAG(light=light, strong=strong, task=task, budget=budget, stage1_budget=stage1_budget,
-                        chunk_words=chunk_words, samples=samples, seed=seed, max_tokens=max_tokens,
-                        draft_from=draft_from, fusion=fusion)
+        self.task, self.max_seconds, self.prefer = c.task, c.max_seconds, c.prefer
+        self.max_tokens = c.max_tokens or answer_tokens(c.task)
+        self.lc = LongContext(c.narrowed(AnswerConfig), strong=strong)
+        self.op = OrderPreservingRAG(c.narrowed(RetrievalConfig), strong=strong)
+        self.fb = FBRAG(c.narrowed(FBConfig), light=light, strong=strong)
         self.candidates = {"lc": self.lc, "fb": self.fb, "op": self.op}
 
     def plan(self, question: str, context: str, *, choices: list[str] | None = None,
              speeds: dict[str, SpeedProfile] | None = None) -> Plan:
         """Predict every candidate's seconds for this input and choose (``speeds``: model name -> profile)."""
-        question, chunks = prepare(question, context, words=self.fb.chunk_words)
+        question, chunks = prepare(question, context, words=self.config.chunk_words)
         light, strong = resolve(self.light), resolve(self.strong)
         check_budget(chunks, budget=self.fb.budget, llm=strong)
 
@@ -196,8 +170,7 @@ class Auto:
 
         def kept(llm: LLM, text: str) -> int:
             """Prompt tokens ``llm`` already holds for a document prefix (0 when it must read them)."""
-            held = getattr(llm, "prefix_state", None)
-            return llm.count_tokens(text) if held is not None and held(text) != "none" else 0
+            return llm.count_tokens(text) if llm.prefix_state(text) != "none" else 0
 
         def overhead(llm: LLM, variant: str) -> int:
             return llm.count_tokens(build_prompt(self.task, variant, question=question, context="", choices=choices))
@@ -222,7 +195,7 @@ class Auto:
             draft_kept = kept(light, prompt_prefix(self.task, join_chunks(chunks))) if source == "document" else 0
             draft_tokens = min(self.fb.sample_max_tokens, EXPECTED_DRAFT_TOKENS)
             predicted["fb"] = (s_light.read_seconds(draft_prompt - draft_kept, already=draft_kept)
-                               + s_light.write_seconds(draft_tokens, sequences=self.fb.samples)
+                               + s_light.write_seconds(draft_tokens, sequences=self.config.samples)
                                + predicted["op"])
         predicted = {k: round(v, 2) for k, v in predicted.items()}
         plan = self._choose(predicted, spent=LEDGER.spent(context), lc_warm=lc_kept > 0)
@@ -250,9 +223,10 @@ class Auto:
                                     f"({predicted[first]:.1f}s); op fits ({predicted['op']:.1f}s)")
             else:
                 fastest = min(predicted, key=lambda m: predicted[m])
-                raise ConfigError(f"no method is predicted to answer within --max-seconds {self.max_seconds:g}; "
-                                  f"the fastest, {fastest}, is predicted at {predicted[fastest]:.1f}s: raise "
-                                  "--max-seconds or lower --budget")
+                raise ConfigError(f"no method is predicted to answer within {option('max_seconds')} "
+                                  f"{self.max_seconds:g}; the fastest, {fastest}, is predicted at "
+                                  f"{predicted[fastest]:.1f}s: raise {option('max_seconds')} or lower "
+                                  f"{option('budget')}")
         rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer]
         rungs = rungs if CLIMBS[self.prefer] else ()
         ladder = tuple(r for r in rungs if r != first)
@@ -278,25 +252,26 @@ class Auto:
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         started = time.perf_counter()
         plan = self.plan(question, context, choices=choices)
-        choose = StageTrace(name="choose", seconds=time.perf_counter() - started,
-                            detail={"chose": plan.method, "predicted_seconds": plan.predicted_seconds,
-                                    "why": plan.why, "prefer": self.prefer, "ladder": list(plan.ladder)})
+        choose = stage_done(StageTrace(name="choose", seconds=time.perf_counter() - started,
+                                       detail={"chose": plan.method, "predicted_seconds": plan.predicted_seconds,
+                                               "why": plan.why, "prefer": self.prefer, "ladder": list(plan.ladder)}))
         stages, rungs, best, chosen = [choose], [], None, plan.method
         read: set[int] = set()  # chunk positions some rung has read
-        everything = set(range(len(prepare(question, context, words=self.fb.chunk_words)[1])))  # what LC reads
+        everything = set(range(len(prepare(question, context, words=self.config.chunk_words)[1])))  # what LC reads
         todo, stopped = [plan.method, *plan.ladder], "no rung left"
         while todo:
             name = todo.pop(0)
             began = time.perf_counter()
             try:
-                p, ran = self._rung(name, question, context, choices=choices, read=read, everything=everything)
+                with stage_detail(rung=name):
+                    p, ran = self._rung(name, question, context, choices=choices, read=read, everything=everything)
             except RagfunnelError as e:
                 if best is None:
                     raise
                 rungs.append({"method": name, "failed": str(e), "seconds": round(time.perf_counter() - began, 3)})
                 stopped = f"{name} failed ({e}); the answer already made is kept"
                 break
-            stages += [replace(s, detail={**s.detail, "rung": name}) for s in ran]
+            stages += ran
             record = {"method": name, "seconds": round(time.perf_counter() - began, 3)}
             if p is None:
                 rungs.append({**record, "skipped": "it would read no chunk the rungs before it did not"})
@@ -314,8 +289,8 @@ class Auto:
                     stopped = why
                     break
         LEDGER.add(context, time.perf_counter() - started)
-        stages.append(StageTrace(name="escalate", n_in=len(rungs), n_out=1,
-                                 detail={"rungs": rungs, "answered_by": chosen, "stopped": stopped}))
+        stages.append(stage_done(StageTrace(name="escalate", n_in=len(rungs), n_out=1,
+                                            detail={"rungs": rungs, "answered_by": chosen, "stopped": stopped})))
         return replace(best, method=f"auto:{chosen}", trace=Trace(stages))
 
     def _rung(self, name: str, question: str, context: str, *, choices: list[str] | None,
@@ -328,7 +303,7 @@ class Auto:
         if name != "fb" or not read:
             p = self.candidates[name].run(question, context, choices=choices)
             return p, p.trace.stages
-        question, chunks = prepare(question, context, words=self.fb.chunk_words)
+        question, chunks = prepare(question, context, words=self.config.chunk_words)
         light, strong = self.fb.checked(question, chunks)
         final, lookup = self.fb.select(question, chunks, light=light, strong=strong, choices=choices,
                                        context_tokens=total_tokens(chunks, strong))

@@ -10,14 +10,14 @@ from statistics import median
 import numpy as np
 
 from ragfunnel.confidence import assess
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, prompt_prefix, task_kind
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context, chunk_words
 from ragfunnel.text.hygiene import clean_text
-from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace
+from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace, stage_done, stage_started
 
 log = logging.getLogger(__name__)
 
@@ -62,12 +62,12 @@ def check_budget(chunks: list[Chunk], *, budget: int, llm: LLM) -> list[int]:
         raise InputError(
             f"the context's words are about {typical / words:,.0f} tokens each, more than the budget of {budget} "
             "tokens: the text has (almost) no spaces to cut it at; pass text with words separated by spaces, "
-            "or raise --budget"
+            f"or raise {option('budget')}"
         )
     if budget < typical:
         raise InputError(
             f"the context budget of {budget} tokens is smaller than one chunk (a typical chunk here is "
-            f"{typical} tokens); raise --budget or lower --chunk-words"
+            f"{typical} tokens); raise {option('budget')} or lower {option('chunk_words')}"
         )
     return sizes
 
@@ -131,7 +131,9 @@ def timed_call(
     stop: tuple[str, ...] = (),
     keep_prefix: int = 0,
 ) -> tuple[Completion, StageTrace]:
-    """One greedy call and its stage record (tokens, seconds, model, finish reason, prompt reuse)."""
+    """One greedy call and its stage record (tokens, seconds, model, finish reason, prompt reuse), which the
+    caller completes and reports (:func:`~ragfunnel.types.stage_done`)."""
+    stage_started(stage)
     started = time.perf_counter()
     completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar,
                               keep_prefix=keep_prefix)[0][0]
@@ -153,7 +155,7 @@ def prefix_detail(llm: LLM, completion: Completion, keep_prefix: int) -> dict:
     """Where the model's state after the document came from (read now, or kept from an earlier read)."""
     if not keep_prefix or completion.cached:
         return {}
-    return dict(getattr(llm, "last_prefix", {}))
+    return dict(llm.last_prefix)
 
 
 def generate_answer(
@@ -168,10 +170,14 @@ def generate_answer(
     max_tokens: int,
     detail: dict | None = None,
     keep_document: bool = False,
+    seconds_before: float = 0.0,
+    report: bool = True,
 ) -> Generation:
     """Greedy answer from ``llm`` over ``chunks`` (already in the order to show).
 
     ``keep_document``: the model keeps its state after reading the chunks, for later questions.
+    ``seconds_before``: what preparing the prompt took, counted in the stage. ``report``: say the stage is
+    done (:func:`~ragfunnel.types.stage_done`); a caller that adds to it afterwards says so itself.
     """
     log.info("%s: %s reads %d chunk(s) and answers", stage, llm.name, len(chunks))
     context = join_chunks(chunks)
@@ -186,7 +192,10 @@ def generate_answer(
     if not answer:
         log.warning("%s returned an empty answer", llm.name)
     trace.n_in = len(chunks)
+    trace.seconds += seconds_before
     trace.detail.update(detail or {})
+    if report:
+        stage_done(trace)
     return Generation(answer, completion, trace, llm=llm, prompt=prompt, task=task, question=question,
                       choices=choices)
 
@@ -228,6 +237,6 @@ def retrieve_by_query(
         kept = select_within_budget(chunks, scores, budget=budget, llm=llm)
         detail = {"budget": budget, "context_tokens": whole,
                   "kept_tokens": sum(llm.count_tokens(sc.chunk.text) for sc in kept)}
-    trace = StageTrace(name=stage, seconds=time.perf_counter() - started, n_in=len(chunks), n_out=len(kept),
-                       detail=detail)
+    trace = stage_done(StageTrace(name=stage, seconds=time.perf_counter() - started, n_in=len(chunks),
+                                  n_out=len(kept), detail=detail))
     return Retrieval(kept, ranked(chunks, scores), trace)

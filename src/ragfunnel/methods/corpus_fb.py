@@ -11,10 +11,9 @@ from ragfunnel.documents import LocatedContext, SourceDocument, cited
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import check_question
+from ragfunnel.methods.config import CorpusFBConfig, FBConfig
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.funnel import open_funnel
-from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker
-from ragfunnel.text.chunking import CHUNK_WORDS
 from ragfunnel.types import Prediction, Trace
 
 
@@ -23,26 +22,13 @@ class CorpusFBRAG:
 
     name = "fb"
 
-    def __init__(
-        self,
-        *,
-        index: CorpusIndex | str | Path,
-        light: str | LLM = DEFAULT_LIGHT,
-        strong: str | LLM = DEFAULT_STRONG,
-        pre_ranker: str | PreRanker = DEFAULT_PRE_RANKER,
-        task: str = "qa",
-        top_clusters: int | None = None,
-        top_documents: int = 20,
-        budget: int = 1500,
-        stage1_budget: int | None = None,
-        samples: int = 5,
-        chunk_words: int = CHUNK_WORDS,
-        seed: int = 0,
-    ):
-        self.index, self.retriever = open_funnel(index, pre_ranker=pre_ranker, post_ranker=None,
-                                                 top_clusters=top_clusters, top_documents=top_documents)
-        self.fb = FBRAG(light=light, strong=strong, task=task, budget=budget, stage1_budget=stage1_budget,
-                        samples=samples, chunk_words=chunk_words, seed=seed, draft_from="selection")
+    def __init__(self, config: CorpusFBConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
+        self.config = c = config or CorpusFBConfig()
+        self.index, self.retriever = open_funnel(index, pre_ranker=c.pre_ranker, post_ranker=None,
+                                                 top_clusters=c.top_clusters, top_documents=c.top_documents)
+        drafting = c.narrowed(FBConfig).changed(draft_from="selection")
+        self.fb = FBRAG(drafting, light=light, strong=strong)
 
     def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
         question = check_question(question)

@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragfunnel.atomic import atomic_open
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.journal import read_jsonl
 from ragfunnel.prompts.self_ask import FollowUp, Shot, display_order
 from ragfunnel.types import Document
@@ -96,12 +97,9 @@ def demonstration_json(demo: Demonstration) -> dict[str, Any]:
 
 def save_demonstrations(demos: Iterable[Demonstration], path: str | Path) -> None:
     """Write ``demos`` to ``path`` as JSON Lines (replacing it whole, never half-written)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".partial")
-    with tmp.open("w", encoding="utf-8") as f:
+    with atomic_open(path, "w", encoding="utf-8") as f:
         for demo in demos:
             f.write(json.dumps(demonstration_json(demo), ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 class _BadRow(Exception):
@@ -165,9 +163,9 @@ def load_demonstrations(path: str | Path) -> list[Demonstration]:
 def check_shots(demos: Sequence[Demonstration], shots: int) -> list[Demonstration]:
     """The first ``shots`` demonstrations; too few is an error that says how many there are."""
     if shots < 0:
-        raise ConfigError(f"--shots must be >= 0, got {shots}")
+        raise ConfigError(f"{option('shots')} must be at least 0, got {shots}")
     if shots > len(demos):
-        raise ConfigError(f"--shots {shots} needs {shots} demonstrations but only {len(demos)} were given "
-                          f"(--demonstrations FILE, from `ragfunnel scale demos`); lower --shots to at most "
-                          f"{len(demos)} or make more demonstrations")
+        raise ConfigError(f"{option('shots')} {shots} needs {shots} demonstrations but only {len(demos)} were given "
+                          f"({option('demonstrations')}, from `ragfunnel scale demos`); lower {option('shots')} to "
+                          f"at most {len(demos)} or make more demonstrations")
     return list(demos[:shots])

@@ -15,20 +15,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError
-from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.errors import ConfigError, option
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import Generation, as_prediction, check_question, timed_call
+from ragfunnel.methods.config import DragConfig
 from ragfunnel.methods.demonstrations import Demonstration, check_shots, load_demonstrations
 from ragfunnel.prompts import answer_tokens, clean_answer
 from ragfunnel.prompts.self_ask import Shot, display_order, drag_prompt
-from ragfunnel.prompts.templates import TASKS, check_task
-from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, StageTrace
+from ragfunnel.prompts.templates import TASKS
+from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, StageTrace, stage_done
 
 log = logging.getLogger(__name__)
-
-OPEN_TASKS = ("qa", "multihop")
-
 
 @dataclass(frozen=True)
 class Options:
@@ -40,28 +38,19 @@ class Options:
     task: str
 
 
-def check_options(
-    index: CorpusIndex | str | Path,
-    documents: int,
-    shots: int,
-    demonstrations: Sequence[Demonstration] | str | Path,
-    task: str,
-) -> Options:
-    if documents < 0:
-        raise ConfigError(f"--documents (k) must be >= 0, got {documents}")
-    if check_task(task) not in OPEN_TASKS:
-        raise ConfigError(f"DRAG and IterDRAG answer open questions; task {task!r} is not one of "
-                          f"{', '.join(OPEN_TASKS)}")
-    demos = load_demonstrations(demonstrations) if isinstance(demonstrations, str | Path) else list(demonstrations)
-    return Options(index if isinstance(index, CorpusIndex) else CorpusIndex(index), documents,
-                   check_shots(demos, shots), task)
+def check_options(config: DragConfig, index: CorpusIndex | str | Path) -> Options:
+    """The index opened and the demonstrations read (and their number checked): once, before any question."""
+    demos = config.demonstrations
+    demos = load_demonstrations(demos) if isinstance(demos, str | Path) else list(demos)
+    return Options(index if isinstance(index, CorpusIndex) else CorpusIndex(index), config.documents,
+                   check_shots(demos, config.shots), config.task)
 
 
 def refuse_choices(method: str, choices: list[str] | None) -> None:
     """DRAG and IterDRAG answer open questions: options to choose from have no place in their prompts."""
     if choices is not None:
-        raise ConfigError(f"{method} answers open questions and takes no choices (--choice); "
-                          "--method funnel answers multiple-choice questions from an index")
+        raise ConfigError(f"{method} answers open questions and takes no {option('choices')}; method funnel "
+                          "answers multiple-choice questions from an index")
 
 
 def as_chunks(documents: Sequence[Document], scores: dict[str, float]) -> list[ScoredChunk]:
@@ -76,20 +65,13 @@ class DRAG:
 
     name = "drag"
 
-    def __init__(
-        self,
-        *,
-        index: CorpusIndex | str | Path,
-        strong: str | LLM = DEFAULT_STRONG,
-        documents: int = 5,
-        shots: int = 0,
-        demonstrations: Sequence[Demonstration] | str | Path = (),
-        task: str = "multihop",
-        max_tokens: int | None = None,
-    ):
-        self.options = check_options(index, documents, shots, demonstrations, task)
+    def __init__(self, config: DragConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
+        """``light`` is not read: every method takes the same three arguments."""
+        self.config = c = config or DragConfig()
+        self.options = check_options(c, index)
         self.strong = strong
-        self.max_tokens = max_tokens or answer_tokens(task)
+        self.max_tokens = c.max_tokens or answer_tokens(c.task)
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
 
     def shots(self) -> list[Shot]:
@@ -105,8 +87,8 @@ class DRAG:
         started = time.perf_counter()
         hits = o.index.search_documents(question, o.documents)
         shots = self.shots()
-        retrieve = StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=len(o.index),
-                              n_out=len(hits), detail={"documents": o.documents, "shots": len(shots)})
+        retrieve = stage_done(StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=len(o.index),
+                                         n_out=len(hits), detail={"documents": o.documents, "shots": len(shots)}))
         shown = display_order([[d for d, _ in hits]])
         llm = resolve(self.strong)
         log.info("drag: %s reads %d shot(s) and %d document(s)", llm.name, len(shots), len(shown))
@@ -114,6 +96,7 @@ class DRAG:
         completion, stage = timed_call(llm, prompt, stage="generate", max_tokens=self.max_tokens)
         stage.n_in = len(shown)
         stage.detail["largest_prompt_tokens"] = completion.prompt_tokens
+        stage_done(stage)
         answer = clean_answer(completion.text)
         if not answer:
             log.warning("%s returned an empty answer", llm.name)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragfunnel.confidence.signals import draft_signals
-from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
@@ -38,12 +37,12 @@ from ragfunnel.methods.base import (
     select_within_budget,
     total_tokens,
 )
-from ragfunnel.prompts import answer_tokens, build_prompt, check_task, parse_sample, prompt_prefix, task_kind
+from ragfunnel.methods.config import FBConfig
+from ragfunnel.prompts import answer_tokens, build_prompt, parse_sample, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
-from ragfunnel.retrieve.fusion import check_fusion, forward_backward_scores
+from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.retrieve.ranking import question_scores
-from ragfunnel.text.chunking import CHUNK_WORDS
-from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace
+from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace, stage_done, stage_started
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +52,6 @@ RATIONALE_TOKENS = 128
 # A draft's answer only has to name what the chunks are scored by: long-answer tasks (summaries, 512
 # tokens in LongBench) draft at most this many answer tokens.
 DRAFT_ANSWER_TOKENS = 128
-# What Stage II drafts from: Stage I's selection, the whole document, or ("warm") the whole document
-# when the light model already holds its state or reading it whole costs about as much as the selection.
-DRAFT_FROM = ("warm", "selection", "document")
-# Far above any useful K (default 5); stops a typo such as 100000000 from running for ever.
-MAX_SAMPLES = 64
 STAGE1_FLOOR = 3000
 # In "warm" mode a cold document is read whole when that costs little more than Stage I's selection:
 # the light model then holds it for every later question.
@@ -85,60 +79,20 @@ class FBRAG:
 
     name = "fb"
 
-    def __init__(
-        self,
-        *,
-        light: str | LLM = DEFAULT_LIGHT,
-        strong: str | LLM = DEFAULT_STRONG,
-        task: str = "qa",
-        stage1_budget: int | None = None,
-        budget: int = 1500,
-        chunk_words: int = CHUNK_WORDS,
-        samples: int = 5,
-        eta_forward: float = 0.5,
-        eta_backward: float = 0.5,
-        temperature: float = 1.0,
-        top_p: float = 0.9,
-        top_k: int = 50,
-        max_tokens: int | None = None,
-        sample_max_tokens: int | None = None,
-        seed: int = 0,
-        draft_from: str = "warm",
-        fusion: str = "normalized",
-        agreement_weighted: bool = True,
-    ):
-        if not 1 <= samples <= MAX_SAMPLES:
-            raise ConfigError(f"samples must be between 1 and {MAX_SAMPLES}, got {samples}")
-        if min(eta_forward, eta_backward) < 0 or eta_forward + eta_backward == 0:
-            raise ConfigError(f"eta weights must be >= 0 and not both 0, got forward={eta_forward}, "
-                              f"backward={eta_backward}")
-        if draft_from not in DRAFT_FROM:
-            raise ConfigError(f"unknown draft_from {draft_from!r}; valid: {', '.join(DRAFT_FROM)}")
-        if budget < 1:
-            raise ConfigError(f"budget must be at least 1 token, got {budget}")
-        stage1_budget = default_stage1_budget(budget) if stage1_budget is None else stage1_budget
-        if stage1_budget < budget:
-            raise ConfigError(f"--stage1-budget {stage1_budget} is smaller than --budget {budget}; "
-                              "Stage I should keep more context than Stage III reads")
+    def __init__(self, config: FBConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG):
+        self.config = c = config or FBConfig()
         self.light, self.strong = light, strong
-        self.task = check_task(task)
-        self.stage1_budget, self.budget = stage1_budget, budget
-        self.chunk_words = chunk_words
-        self.samples = samples
-        self.eta_forward, self.eta_backward = eta_forward, eta_backward
-        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
-        self.max_tokens = max_tokens or answer_tokens(task)
-
-        self.seed = seed
-        self.draft_from = draft_from
-        self.fusion = check_fusion(fusion)  # before any model loads
-        self.agreement_weighted = agreement_weighted
+        self.task = c.task
+        self.budget = c.budget
+        self.stage1_budget = default_stage1_budget(c.budget) if c.stage1_budget is None else c.stage1_budget
+        self.max_tokens = c.max_tokens or answer_tokens(c.task)
         # A summary is descriptive already: its drafts are plain answers (as the paper does for QMSum), with no
         # room kept for a rationale.
-        self.draft_variant = "plain" if task_kind(task) == "summary" else "rationale"
+        self.draft_variant = "plain" if task_kind(c.task) == "summary" else "rationale"
         reasoning = RATIONALE_TOKENS if self.draft_variant == "rationale" else 0
-        self.sample_max_tokens = sample_max_tokens or min(self.max_tokens, DRAFT_ANSWER_TOKENS) + reasoning
-        if eta_backward == 0:
+        self.sample_max_tokens = c.sample_max_tokens or min(self.max_tokens, DRAFT_ANSWER_TOKENS) + reasoning
+        if c.eta_backward == 0:
             self.name = "fb-f"
 
     def document_fits(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> bool:
@@ -151,15 +105,14 @@ class FBRAG:
 
     def draft_source(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> str:
         """``document`` or ``selection``: what Stage II reads under ``draft_from``."""
-        if self.draft_from == "selection" or not self.document_fits(light, chunks, question=question,
+        if self.config.draft_from == "selection" or not self.document_fits(light, chunks, question=question,
                                                                     choices=choices):
             return "selection"
-        if self.draft_from == "document":
+        if self.config.draft_from == "document":
             return "document"
-        held = getattr(light, "prefix_state", None)
-        if held is None:
+        if not light.capabilities.prefix_state:
             return "selection"  # nothing to keep: the selection is the cheaper read
-        if held(prompt_prefix(self.task, join_chunks(chunks))) != "none":
+        if light.prefix_state(prompt_prefix(self.task, join_chunks(chunks))) != "none":
             return "document"
         small = total_tokens(chunks, light) <= WHOLE_DOCUMENT_SLACK * self.stage1_budget
         return "document" if small else "selection"
@@ -173,18 +126,19 @@ class FBRAG:
         there is nothing to agree on, and the drafts' text steers as in the paper.
         """
         agree = draft_signals(samples, "").get("draft_agreement")
-        if not self.agreement_weighted or self.draft_variant != "rationale" or agree is None:
-            return self.eta_forward, self.eta_backward, None
-        return self.eta_forward * agree, self.eta_backward + self.eta_forward * (1 - agree), round(agree, 4)
+        forward, backward = self.config.eta_forward, self.config.eta_backward
+        if not self.config.agreement_weighted or self.draft_variant != "rationale" or agree is None:
+            return forward, backward, None
+        return forward * agree, backward + forward * (1 - agree), round(agree, 4)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
-        question, chunks = prepare(question, context, words=self.chunk_words)
+        question, chunks = prepare(question, context, words=self.config.chunk_words)
         light, strong = self.checked(question, chunks)
         whole = total_tokens(chunks, strong)
         if whole <= self.budget:
             note = {"skipped": f"the whole context ({whole} tokens) fits the final budget ({self.budget}); "
                                "no retrieval or forward lookup needed"}
-            skip = StageTrace(name="stage1_recall", n_in=len(chunks), n_out=len(chunks), detail=note)
+            skip = stage_done(StageTrace(name="stage1_recall", n_in=len(chunks), n_out=len(chunks), detail=note))
             gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain",
                                   question=question, chunks=chunks, choices=choices, max_tokens=self.max_tokens)
             return as_prediction(self.name, gen, [ScoredChunk(c, 1.0) for c in chunks], [skip, gen.stage])
@@ -230,26 +184,28 @@ class FBRAG:
         index = BM25Index([c.text for c in chunks])
         backward = question_scores(question, chunks)
         recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
-        stage1 = StageTrace(name="stage1_recall", seconds=time.perf_counter() - started, n_in=len(chunks),
-                            n_out=len(recall), detail={"budget": self.stage1_budget, "context_tokens": context_tokens})
+        stage1 = stage_done(StageTrace(name="stage1_recall", seconds=time.perf_counter() - started,
+                                       n_in=len(chunks), n_out=len(recall),
+                                       detail={"budget": self.stage1_budget, "context_tokens": context_tokens}))
 
         # Stage II: forward lookup. Drafts from the light model re-score every chunk of the full context.
         log.info("stage I kept %d of %d chunks; %s drafts %d samples", len(recall), len(chunks), light.name,
-                 self.samples)
+                 self.config.samples)
+        stage_started("stage2_forward")
         started = time.perf_counter()
         source = self.draft_source(light, chunks, question=question, choices=choices)
         read = chunks if source == "document" else [sc.chunk for sc in recall]
         context = join_chunks(read)
         prompt = build_prompt(self.task, self.draft_variant, question=question, context=context, choices=choices)
         keep = len(prompt_prefix(self.task, context)) if source == "document" else 0
-        drafts = light.generate([prompt], n=self.samples, max_tokens=self.sample_max_tokens,
-                                temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-                                seed=self.seed, keep_prefix=keep)[0]
+        drafts = light.generate([prompt], n=self.config.samples, max_tokens=self.sample_max_tokens,
+                                temperature=self.config.temperature, top_p=self.config.top_p,
+                                top_k=self.config.top_k, seed=self.config.seed, keep_prefix=keep)[0]
         samples = [parse_sample(d.text) for d in drafts]
         forward = index.score([f"{s.rationale} {s.answer}" for s in samples])
         eta_forward, eta_backward, agree = self.forward_weights(samples)
         fused = forward_backward_scores(backward, forward, eta_backward=eta_backward,
-                                        eta_forward=eta_forward, fusion=self.fusion)
+                                        eta_forward=eta_forward, fusion=self.config.fusion)
         signal = "drafts"
         if not fused.any():  # drafts share no term with the context: fall back to the question
             fused, signal = backward, "question (drafts matched no chunk)"
@@ -261,12 +217,12 @@ class FBRAG:
             output_tokens=sum(d.completion_tokens for d in drafts),
             n_in=len(read),
             n_out=len(samples),
-            detail={"model": light.name, "weights": light.fingerprint, "samples": self.samples,
+            detail={"model": light.name, "weights": light.fingerprint, "samples": self.config.samples,
                     "eta_forward": round(eta_forward, 4), "eta_backward": round(eta_backward, 4),
-                    "draft_agreement": agree, "fusion": self.fusion,
+                    "draft_agreement": agree, "fusion": self.config.fusion,
                     "scored_by": signal, "drafted_from": source,
                     "without_answer": sum(1 for s in samples if not s.answer),
                     "cached": all(d.cached for d in drafts),
                     **prefix_detail(light, drafts[0], keep)},
         )
-        return Lookup(backward, fused, samples, [stage1, stage2])
+        return Lookup(backward, fused, samples, [stage1, stage_done(stage2)])

@@ -9,9 +9,10 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import as_prediction, check_question, generate_answer
-from ragfunnel.prompts import answer_tokens, check_task
+from ragfunnel.methods.config import FunnelConfig
+from ragfunnel.prompts import answer_tokens
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
-from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker, load_pre_ranker
+from ragfunnel.retrieve.rerank import PreRanker, load_pre_ranker
 from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
 
@@ -33,26 +34,17 @@ class FunnelRAG:
 
     name = "funnel"
 
-    def __init__(
-        self,
-        *,
-        index: CorpusIndex | str | Path,
-        strong: str | LLM = DEFAULT_STRONG,
-        post_ranker: str | PostRanker = DEFAULT_LIGHT,
-        pre_ranker: str | PreRanker = DEFAULT_PRE_RANKER,
-        task: str = "qa",
-        top_clusters: int | None = None,
-        top_documents: int = 8,
-        top_passages: int = 4,
-        max_tokens: int | None = None,
-    ):
+    def __init__(self, config: FunnelConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
+        """``light`` is not read: the post-ranker is ``config.post_ranker`` (by default the same 0.5B)."""
+        self.config = c = config or FunnelConfig()
         self.strong = strong
-        self.task = check_task(task)
-        self.max_tokens = max_tokens or answer_tokens(task)
+        self.task = c.task
+        self.max_tokens = c.max_tokens or answer_tokens(c.task)
+        post_ranker = load_post_ranker(c.post_ranker) if isinstance(c.post_ranker, str) else c.post_ranker
         self.index, self.retriever = open_funnel(
-            index, pre_ranker=pre_ranker, top_clusters=top_clusters, top_documents=top_documents,
-            post_ranker=load_post_ranker(post_ranker) if isinstance(post_ranker, str) else post_ranker,
-            top_passages=top_passages)
+            index, pre_ranker=c.pre_ranker, top_clusters=c.top_clusters, top_documents=c.top_documents,
+            post_ranker=post_ranker, top_passages=c.top_passages)
 
     def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
         question = check_question(question)

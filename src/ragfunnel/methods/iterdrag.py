@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.errors import ConfigError
-from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import Generation, as_prediction, check_question, timed_call
-from ragfunnel.methods.demonstrations import Demonstration, SelfAskStep
+from ragfunnel.methods.config import STEP_TOKENS, IterDragConfig
+from ragfunnel.methods.demonstrations import SelfAskStep
 from ragfunnel.methods.drag import as_chunks, check_options, refuse_choices
 from ragfunnel.metrics import normalize_answer
 from ragfunnel.prompts import answer_tokens
@@ -38,12 +37,10 @@ from ragfunnel.prompts.self_ask import (
     parse_final,
     parse_step,
 )
-from ragfunnel.types import Document, Prediction, ScoredChunk, StageTrace, Trace
+from ragfunnel.types import Document, Prediction, ScoredChunk, StageTrace, Trace, stage_done
 
 log = logging.getLogger(__name__)
 
-# A follow-up question or an intermediate answer is one short line.
-STEP_TOKENS = 64
 
 
 @dataclass(frozen=True)
@@ -64,31 +61,26 @@ def _repeats(follow_up: str, steps: list[SelfAskStep]) -> bool:
     return normalize_answer(follow_up) in {normalize_answer(s.follow_up) for s in steps}
 
 
+def _report(stages: list[StageTrace], reported: int) -> int:
+    """Report the stages after the first ``reported`` (:func:`~ragfunnel.types.stage_done`); how many now are."""
+    for stage in stages[reported:]:
+        stage_done(stage)
+    return len(stages)
+
+
 class IterDRAG:
     """Self-ask with retrieval: follow-up -> retrieve and merge -> intermediate answer ... -> final answer."""
 
     name = "iterdrag"
 
-    def __init__(
-        self,
-        *,
-        index: CorpusIndex | str | Path,
-        strong: str | LLM = DEFAULT_STRONG,
-        documents: int = 5,
-        shots: int = 0,
-        demonstrations: Sequence[Demonstration] | str | Path = (),
-        task: str = "multihop",
-        iterations: int = 5,
-        max_tokens: int = STEP_TOKENS,
-    ):
-        if iterations < 1:
-            raise ConfigError(f"iterations (n) must be at least 1, got {iterations}")
-        if max_tokens < 1:
-            raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
-        self.options = check_options(index, documents, shots, demonstrations, task)
+    def __init__(self, config: IterDragConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
+        """``light`` is not read: every method takes the same three arguments."""
+        self.config = c = config or IterDragConfig()
+        self.options = check_options(c, index)
         self.strong = strong
-        self.iterations = iterations
-        self.max_tokens = max_tokens
+        self.iterations = c.iterations
+        self.max_tokens = c.max_tokens or STEP_TOKENS
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
 
     def shots(self) -> list[Shot]:
@@ -110,9 +102,10 @@ class IterDRAG:
         started = time.perf_counter()
         first = o.index.search_documents(question, o.documents)
         shots = self.shots()
-        stages = [StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=len(o.index),
-                             n_out=len(first), detail={"query": question, "documents": o.documents,
-                                                       "shots": len(shots)})]
+        stages = [stage_done(StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=len(o.index),
+                                        n_out=len(first), detail={"query": question, "documents": o.documents,
+                                                                  "shots": len(shots)}))]
+        reported = 1  # stages[:reported] are reported: a step is, once nothing will change it
         scores = {d.id: s for d, s in first}
         batches = [[d for d, _ in first]]
         steps: list[SelfAskStep] = []
@@ -146,12 +139,15 @@ class IterDRAG:
                             "a new follow-up or the final answer")
                 stage.detail["broke_chain"] = True
                 break
+            reported = _report(stages, reported)
         context = display_order(batches)
         forced = final is None
         if final is None:
+            reported = _report(stages, reported)
             answer, final = self._force_final(llm, question, context, shots, steps, stages)
         stages[-1].detail.update(largest_prompt_tokens=max(s.input_tokens for s in stages[1:]),
                                  follow_ups=asked, forced=forced)
+        _report(stages, reported)
         return SelfAskChain(question, answer, tuple(batches[0]), tuple(steps), forced,
                             as_chunks(context, scores), final, Trace(stages))
 

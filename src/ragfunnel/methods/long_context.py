@@ -6,7 +6,7 @@ import logging
 import re
 import time
 
-from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
     WINDOW_MARGIN,
@@ -14,7 +14,8 @@ from ragfunnel.methods.base import (
     check_question,
     generate_answer,
 )
-from ragfunnel.prompts import answer_tokens, build_prompt, check_task
+from ragfunnel.methods.config import AnswerConfig
+from ragfunnel.prompts import answer_tokens, build_prompt
 from ragfunnel.text import check_context
 from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Prediction, ScoredChunk
@@ -48,10 +49,13 @@ class LongContext:
 
     name = "lc"
 
-    def __init__(self, *, strong: str | LLM = DEFAULT_STRONG, task: str = "qa", max_tokens: int | None = None):
+    def __init__(self, config: AnswerConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG):
+        """``light`` is not read: every method takes the same three arguments."""
+        self.config = c = config or AnswerConfig()
         self.strong = strong
-        self.task = check_task(task)
-        self.max_tokens = max_tokens or answer_tokens(task)
+        self.task = c.task
+        self.max_tokens = c.max_tokens or answer_tokens(c.task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         started = time.perf_counter()
@@ -71,6 +75,5 @@ class LongContext:
         prep_seconds = time.perf_counter() - started
         gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
                               chunks=[whole], choices=choices, max_tokens=self.max_tokens, detail=detail,
-                              keep_document=True)
-        gen.stage.seconds += prep_seconds
+                              keep_document=True, seconds_before=prep_seconds)
         return as_prediction(self.name, gen, [ScoredChunk(whole, 1.0)], [gen.stage])

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from ragfunnel.llm import resolve
 from ragfunnel.methods.base import as_prediction, check_fits, generate_answer, prepare, retrieve_by_query
+from ragfunnel.methods.config import AnswerConfig
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.vanilla import VanillaRAG
 from ragfunnel.prompts import is_unanswerable
-from ragfunnel.types import Prediction
+from ragfunnel.types import Prediction, stage_done
 
 
 class SelfRoute(VanillaRAG):
@@ -23,16 +24,15 @@ class SelfRoute(VanillaRAG):
         found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
         first = generate_answer(llm, stage="generate_or_decline", task=self.task, variant="unanswerable",
                                 question=question, chunks=[sc.chunk for sc in found.kept], choices=choices,
-                                max_tokens=self.max_tokens)
-        if not is_unanswerable(first.answer):
-            first.stage.detail["route"] = "rag"
+                                max_tokens=self.max_tokens, report=False)
+        declined = is_unanswerable(first.answer)
+        first.stage.detail["route"] = "long_context" if declined else "rag"
+        stage_done(first.stage)
+        if not declined:
             return as_prediction(self.name, first, found.kept, [found.stage, first.stage], ranking=found.ranking)
-        first.stage.detail["route"] = "long_context"
-        lc = LongContext(strong=llm, task=self.task, max_tokens=self.max_tokens).run(
+        lc = LongContext(self.config.narrowed(AnswerConfig), strong=llm).run(
             question, context, choices=choices)
-        fallback = lc.trace.stages[0]
-        fallback.name = "fallback_long_context"
-        lc.trace.stages = [found.stage, first.stage, fallback]
+        lc.trace.stages = [found.stage, first.stage, *lc.trace.stages]
         lc.method = self.name
         lc.ranking = found.ranking
         return lc

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ragfunnel.llm import DEFAULT_STRONG, resolve
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
     as_prediction,
@@ -11,8 +11,8 @@ from ragfunnel.methods.base import (
     prepare,
     retrieve_by_query,
 )
-from ragfunnel.prompts import answer_tokens, check_task
-from ragfunnel.text.chunking import CHUNK_WORDS
+from ragfunnel.methods.config import RetrievalConfig
+from ragfunnel.prompts import answer_tokens
 from ragfunnel.types import Prediction
 
 
@@ -22,20 +22,13 @@ class VanillaRAG:
     name = "vanilla"
     keep_document_order = False
 
-    def __init__(
-        self,
-        *,
-        strong: str | LLM = DEFAULT_STRONG,
-        task: str = "qa",
-        budget: int = 1500,
-        chunk_words: int = CHUNK_WORDS,
-        max_tokens: int | None = None,
-    ):
+    def __init__(self, config: RetrievalConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
+                 strong: str | LLM = DEFAULT_STRONG):
+        """``light`` is not read: every method takes the same three arguments."""
+        self.config = c = config or RetrievalConfig()
         self.strong = strong
-        self.task = check_task(task)
-        self.budget = budget
-        self.chunk_words = chunk_words
-        self.max_tokens = max_tokens or answer_tokens(task)
+        self.task, self.budget, self.chunk_words = c.task, c.budget, c.chunk_words
+        self.max_tokens = c.max_tokens or answer_tokens(c.task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, chunks = prepare(question, context, words=self.chunk_words)

@@ -15,7 +15,7 @@ question about it, in any variant, from the kept state of that prefix.
 
 from __future__ import annotations
 
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, option
 from ragfunnel.prompts.infbench import INFBENCH_TASKS
 from ragfunnel.prompts.longbench import LONGBENCH_TASKS
 from ragfunnel.prompts.parsing import option_letters
@@ -113,10 +113,9 @@ def build_prompt(
     if variant not in VARIANTS:
         raise ConfigError(f"unknown prompt variant {variant!r}; valid variants: {', '.join(VARIANTS)}")
     if choices is not None and (isinstance(choices, str) or not all(isinstance(c, str) for c in choices)):
-        raise ConfigError(f"choices must be a list of option strings, got {choices!r}; pass --choice once per option")
+        raise ConfigError(f"{option('choices')} must be a list of option strings, got {choices!r}")
     if t.kind == "choice" and not choices:
-        raise ConfigError("the choice task needs its options: pass --choice once per option "
-                          "(choices=[...] in Python)")
+        raise ConfigError(f"the choice task needs its options ({option('choices')}, one per option)")
     # What to do comes after the text, beside the question, so the text's prefix is shared.
     instruction = {"plain": t.style, "unanswerable": f"{t.style} {_UNANSWERABLE}", "rationale": _RATIONALE,
                    "queries": _QUERIES}[variant]

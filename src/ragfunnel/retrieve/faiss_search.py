@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragfunnel.errors import ConfigError, InputError, MissingExtra
+from ragfunnel.errors import ConfigError, InputError, MissingExtra, option
 from ragfunnel.retrieve.fusion import best_k
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def build(vectors: np.ndarray, path: str | Path, kind: str, *, params: dict[str,
     config = FaissConfig(kind, params, faiss.__version__)  # refuses unknown or bad parameters
     if kind == "ivfpq" and n < PQ_TRAIN_POINTS:
         raise ConfigError(f"an ivfpq index needs at least {PQ_TRAIN_POINTS} passages to train its codebooks, "
-                          f"this corpus has {n}; use --faiss auto (or flat, hnsw, ivf)")
+                          f"this corpus has {n}; use {option('faiss')}=auto (or flat, hnsw, ivf)")
     if kind == "ivfpq" and dim % params["m"]:
         raise ConfigError(f"ivfpq's m={params['m']} does not divide the vectors' {dim} dimensions")
     index = _new_index(faiss, kind, dim, params)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
 from ragfunnel.errors import ConfigError
@@ -19,7 +21,8 @@ def max_normalize(scores: np.ndarray) -> np.ndarray:
     return np.divide(scores, peak, out=np.zeros_like(scores), where=peak > 0)
 
 
-FUSIONS = ("normalized", "raw")
+Fusion = Literal["normalized", "raw"]
+FUSIONS: tuple[str, ...] = get_args(Fusion)
 
 
 def check_fusion(fusion: str) -> str:

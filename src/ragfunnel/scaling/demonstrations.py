@@ -20,6 +20,7 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import BackendUnavailable, InputError, RagfunnelError
 from ragfunnel.journal import VERSION_KEY, Appender, exclusive, out_file, read_jsonl, saving
 from ragfunnel.llm.base import LLM
+from ragfunnel.methods.config import IterDragConfig
 from ragfunnel.methods.demonstrations import Demonstration, demonstration_json, load_demonstrations
 from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.metrics import contains_answer
@@ -68,7 +69,7 @@ def generate_iterdrag_demonstrations(
     With ``out`` the demonstrations are added to that file as they are found (see
     :func:`extend_demonstrations`); a second call with the same ``out`` goes on where it stopped.
     """
-    method = IterDRAG(index=index, strong=strong, documents=k, shots=0, iterations=iterations)
+    method = IterDRAG(IterDragConfig(documents=k, shots=0, iterations=iterations), index=index, strong=strong)
     attempt = partial(_attempt, method)
     if out is not None:
         return extend_demonstrations(examples, out, attempt, desc="self-ask demonstrations", progress=progress)

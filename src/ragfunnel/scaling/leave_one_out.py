@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, option
 from ragfunnel.scaling.allocation import AllocationFit, Informativeness, fit, tasks_from_summaries
 from ragfunnel.scaling.grid import Config, format_tokens
 from ragfunnel.scaling.planner import plan
@@ -178,7 +178,7 @@ def leave_one_dataset_out(
     budgets = sorted(set(budgets))
     if not budgets:
         raise ConfigError("no token budgets to evaluate at (the runs record none); give some like 2k,4k,16k "
-                          "(`--budgets`)")
+                          f"({option('budgets')})")
     summaries = {name: [s for s in rows if s.effective_tokens is not None] for name, rows in datasets.items()}
     tasks = {name: tasks_from_summaries(name, rows, metric) for name, rows in summaries.items()}
     held_out = []

@@ -1,10 +1,14 @@
-"""The work behind the service's answers and searches: the models and indexes loaded at start (:func:`load`),
-one answer request checked and turned into a job (:func:`answer_job`), and a search over one of the
-operator's indexes (:func:`index_retriever`, :func:`search_result`).
+"""The service's state, and the work behind its answers and searches.
 
-``state`` is the running app's: its job queue, stored documents, models, indexes, and the method objects,
-retrievers and rankers kept between requests. Everything a request can get wrong is refused before its job
-is queued; building a method (which may load a model) happens on the worker.
+:class:`ServiceState` is what a running service holds: the operator's settings, the two models (warm), the
+indexes, the stored documents and the one job queue, and what it keeps between requests (method objects, and
+per index the funnel's rankers and the retriever searches use), built on the queue's worker. A request reads
+the state and passes its own values as arguments, so no object another request uses is changed by it.
+
+:func:`load` loads the models and indexes at start. :func:`answer_job` and :func:`search_job` turn a request
+into the label and work of one job; everything a request can get wrong is refused before its job is queued,
+and building a method (which may load a model) happens on the worker. :func:`checked_method` is the check
+every answer passes, whichever front end asked (``/v1/answer``, chat completions, MCP's ``answer``).
 """
 
 from __future__ import annotations
@@ -14,42 +18,56 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-from fastapi import HTTPException
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ragfunnel.api import answer_located
+from ragfunnel.corpus.funnel import flat_search
 from ragfunnel.documents import LocatedContext
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.llm import resolve
+from ragfunnel.llm.base import LLM
 from ragfunnel.methods import (
     DEFAULT_CORPUS_METHOD,
     DEFAULT_METHOD,
     METHODS,
+    Method,
     check_source,
     make_method,
     options_of,
 )
+from ragfunnel.methods.base import check_question
 from ragfunnel.prompts import check_task
-from ragfunnel.serve.documents import chunk_view, citations_view
-from ragfunnel.serve.jobs import Job
+from ragfunnel.serve.documents import Document, DocumentStore, chunk_view, citations_view
+from ragfunnel.serve.jobs import Job, JobQueue
 from ragfunnel.serve.options import checked_options
-from ragfunnel.serve.request_bodies import AnswerIn, SearchIn
 from ragfunnel.serve.settings import API, Settings
 from ragfunnel.text import check_context
-from ragfunnel.types import on_stage
+from ragfunnel.types import StageTrace, on_stage
+
+if TYPE_CHECKING:
+    from ragfunnel.corpus.funnel import FunnelRetriever
+    from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.retrieve.attention import PostRanker
+    from ragfunnel.retrieve.rerank import PreRanker
+    from ragfunnel.serve.request_bodies import AnswerIn, SearchIn
 
 log = logging.getLogger("ragfunnel.serve")
 
+METHODS_KEPT = 32  # method objects kept between requests, the least recently used dropped first
 
-@dataclass
+
+class NotFound(InputError):
+    """A stored document or an index the client named that this server does not have (HTTP 404)."""
+
+
+@dataclass(frozen=True)
 class Loaded:
-    """What the service loads before it answers: the two models, warm, and the operator's indexes."""
+    """What the service loads before it answers: the two models, warm, and the operator's indexes by name."""
 
-    light: Any
-    strong: Any
-    indexes: dict[str, Any]
+    light: LLM
+    strong: LLM
+    indexes: dict[str, CorpusIndex]
 
 
 def load(settings: Settings) -> Loaded:
@@ -57,78 +75,161 @@ def load(settings: Settings) -> Loaded:
     started = time.perf_counter()
     light, strong = resolve(settings.light), resolve(settings.strong)
     for model in dict.fromkeys([light, strong]):
-        _warm_up(model)
+        model.warm_up()
     indexes = {name: _open_index(path) for name, path in settings.indexes.items()}
     log.info("models ready in %.1fs: light %s, strong %s", time.perf_counter() - started, light.name, strong.name)
     return Loaded(light, strong, indexes)
 
 
-def _warm_up(model: Any) -> None:
-    warm = getattr(model, "warm_up", None)
-    if warm is not None:
-        warm()
-
-
-def _open_index(path: str) -> Any:
+def _open_index(path: str) -> CorpusIndex:
     from ragfunnel.corpus.index import CorpusIndex
 
     return CorpusIndex(path)
 
 
-def served_index(state: dict[str, Any], name: str) -> Any:
-    """The operator's index ``name``; 404 naming the ones this server has."""
-    if name not in state["indexes"]:
-        raise HTTPException(404, f"no index {name!r}; this server has: "
-                                 f"{', '.join(sorted(state['indexes'])) or 'none (start it with --index NAME=DIR)'}")
-    return state["indexes"][name]
+@dataclass(frozen=True)
+class Rankers:
+    """FunnelRAG's stage 2 and 3 rankers over one index: loaded once, shared by its searches and answers."""
+
+    pre_ranker: PreRanker
+    post_ranker: PostRanker
 
 
-def stored_document(state: dict[str, Any], doc_id: str) -> Any:
-    """The stored document ``doc_id``; 404 saying how to store one."""
-    try:
-        return state["documents"].get(doc_id)
-    except KeyError:
-        raise HTTPException(404, f"no document {doc_id!r}; store one with POST {API}/documents") from None
+@dataclass
+class ServiceState:
+    """What a running service holds. The settings, models, indexes, document store and queue are set at start;
+    ``methods``, ``rankers`` and ``retrievers`` are filled on the queue's worker as requests first need them,
+    and what is in them is never changed by a request (a search passes its sizes to the retriever)."""
+
+    settings: Settings
+    light: LLM
+    strong: LLM
+    indexes: dict[str, CorpusIndex]
+    documents: DocumentStore
+    jobs: JobQueue
+    methods: OrderedDict[str, Method] = field(default_factory=OrderedDict)
+    rankers: dict[str, Rankers] = field(default_factory=dict)
+    retrievers: dict[str, FunnelRetriever] = field(default_factory=dict)
+
+    @classmethod
+    def started(cls, settings: Settings, loaded: Loaded) -> ServiceState:
+        """The state of a service starting with ``loaded``: no documents yet, and one queue whose running job
+        both models' cancellation follows (the strong model's text is what streams)."""
+        jobs = JobQueue([loaded.light, loaded.strong], capacity=settings.queue, streaming=loaded.strong)
+        return cls(settings, loaded.light, loaded.strong, loaded.indexes, DocumentStore(settings.documents), jobs)
+
+    @property
+    def models(self) -> dict[str, LLM]:
+        """The models by role."""
+        return {"light": self.light, "strong": self.strong}
+
+    def index(self, name: str) -> CorpusIndex:
+        """The operator's index ``name``; NotFound naming the ones this server has."""
+        if name not in self.indexes:
+            have = ", ".join(sorted(self.indexes)) or (
+                f"none (its operator names them with {option('index')} NAME=DIR when starting it)")
+            raise NotFound(f"no index {name!r}; this server has: {have}")
+        return self.indexes[name]
+
+    def document(self, doc_id: str) -> Document:
+        """The stored document ``doc_id``; NotFound saying how to store one."""
+        try:
+            return self.documents.get(doc_id)
+        except KeyError:
+            raise NotFound(f"no document {doc_id!r}; store one with POST {API}/documents") from None
+
+    def index_rankers(self, name: str) -> Rankers:
+        """FunnelRAG's rankers over index ``name`` (the operator's), loaded by the first search or answer that
+        needs them; on the worker."""
+        from ragfunnel.retrieve.attention import load_post_ranker
+        from ragfunnel.retrieve.rerank import load_pre_ranker
+
+        if name not in self.rankers:
+            index = self.indexes[name]
+            self.rankers[name] = Rankers(
+                load_pre_ranker(self.settings.pre_ranker, stored=index.document_vectors, embedder=index.embedder),
+                load_post_ranker(self.settings.post_ranker))
+        return self.rankers[name]
+
+    def retriever(self, name: str) -> FunnelRetriever:
+        """The funnel over index ``name`` that searches use, built once on the worker; each search passes its
+        own sizes, so it is never changed."""
+        from ragfunnel.corpus.funnel import FunnelRetriever
+
+        if name not in self.retrievers:
+            rankers = self.index_rankers(name)
+            self.retrievers[name] = FunnelRetriever(self.indexes[name], pre_ranker=rankers.pre_ranker,
+                                                    post_ranker=rankers.post_ranker)
+        return self.retrievers[name]
+
+    def method(self, name: str, index: str | None, options: dict[str, Any]) -> Method:
+        """Method ``name`` with ``options`` (over index ``index``, or a context), answering with the service's
+        models: built on the worker (building one may load a model) once per (method, index, options) and
+        kept. A corpus method shares its index's rankers with search: loaded once, not per options."""
+        key = json.dumps([name, index, options], sort_keys=True, default=str)
+        if key in self.methods:
+            self.methods.move_to_end(key)
+            return self.methods[key]
+        if index is not None:
+            rankers = self.index_rankers(index)
+            loaded = {"pre_ranker": rankers.pre_ranker, "post_ranker": rankers.post_ranker}
+            options = {**options, **{k: v for k, v in loaded.items() if k in options}}
+        built = make_method(name, index=None if index is None else self.indexes[index], light=self.light,
+                            strong=self.strong, **options)
+        self.methods[key] = built
+        while len(self.methods) > METHODS_KEPT:
+            self.methods.popitem(last=False)
+        return built
 
 
-def index_retriever(state: dict[str, Any], settings: Settings, name: str) -> Any:
-    """FunnelRAG's retriever over index ``name``, for search; kept, with the rankers the funnel method uses."""
-    from ragfunnel.corpus.funnel import FunnelRetriever
+def checked_method(method: str | None, options: dict[str, Any], *, task: str, index: CorpusIndex | None = None,
+                   operator: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """A request's method (None: the default for its source) and its options, checked at once: the client's
+    options by :func:`~ragfunnel.serve.options.checked_options`, the task, the method against its source
+    (``index``, or a context); then the ``operator``'s options the method takes (its rankers, by spec) added.
+    The models are not among them: the front end that builds the method passes its own."""
+    over_index = index is not None
+    name = method if method is not None else DEFAULT_CORPUS_METHOD if over_index else DEFAULT_METHOD
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+    checked = {**checked_options(name, options, over_index=over_index), "task": check_task(task)}
+    check_source(name, index=index)
+    takes = set(options_of(name, over_index=over_index))
+    return name, checked | {k: v for k, v in (operator or {}).items() if k in takes}
 
-    if name not in state["retrievers"]:
-        state["retrievers"][name] = FunnelRetriever(state["indexes"][name], **_rankers(state, settings, name))
-    return state["retrievers"][name]
 
-
-def search_result(retriever: Any, body: SearchIn) -> dict[str, Any]:
-    """The passages ``retriever`` finds for a search request: the funnel's, or flat dense search's."""
-    from ragfunnel.corpus.funnel import flat_search
-    from ragfunnel.methods.base import check_question
-
+def search_job(state: ServiceState, body: SearchIn) -> tuple[str, Callable[[Job], dict[str, Any]]]:
+    """The label and work of one search over one of the operator's indexes: the funnel's passages, or flat
+    dense search's. The request's sizes go to the search as arguments."""
+    index = state.index(body.index)
     question = check_question(body.question)
-    if not body.funnel:
-        return flat_search(retriever.index, question, body.top_k).to_dict()
-    retriever.top_passages = body.top_k
-    return retriever.search(question).to_dict()
+
+    def work(job: Job) -> dict[str, Any]:
+        if not body.funnel:
+            return flat_search(index, question, body.top_k).to_dict()
+        return state.retriever(body.index).search(question, top_passages=body.top_k).to_dict()
+
+    return f"search {body.index}", work
 
 
-def answer_job(state: dict[str, Any], settings: Settings,
-               body: AnswerIn) -> tuple[str, Callable[[Job], dict[str, Any]]]:
+def answer_job(state: ServiceState, body: AnswerIn) -> tuple[str, Callable[[Job], dict[str, Any]]]:
     """The label and work of one answer (``/v1/answer`` and ``/v1/chat/completions``), checked before it is
     queued: everything a request can get wrong is refused here."""
     if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
         raise InputError("pass exactly one of document_id (a stored document), text, and index")
     if body.document_id is not None:
-        located = stored_document(state, body.document_id).located
+        located = state.document(body.document_id).located
     else:
         located = None if body.text is None else LocatedContext.of_text(check_context(body.text), name="text")
-    name, options = _checked_method(state, settings, body)
+    name, options = checked_method(body.method, body.options, task=body.task,
+                                   index=None if body.index is None else state.index(body.index),
+                                   operator=state.settings.operator_options())
     label = f"{name} answer"
 
     def work(job: Job) -> dict[str, Any]:
         started = time.perf_counter()
-        method = _built_method(state, settings, name, body.index, options)
-        with on_stage(job.on_stage or (lambda stage: None)):
+        method = state.method(name, body.index, options)
+        with on_stage(job.on_stage or _no_stage):
             if located is None:  # a corpus method over one of the server's indexes
                 prediction = method.run(body.question, choices=body.choices)
             else:
@@ -146,42 +247,5 @@ def answer_job(state: dict[str, Any], settings: Settings,
     return label, work
 
 
-def _checked_method(state: dict[str, Any], settings: Settings, body: AnswerIn) -> tuple[str, dict[str, Any]]:
-    """The method's name and options for this request, checked at once (everything a request can get wrong);
-    the options include the operator's models, by spec."""
-    default = DEFAULT_CORPUS_METHOD if body.index is not None else DEFAULT_METHOD
-    name = body.method if body.method is not None else default
-    if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
-    options = {**checked_options(name, body.options), "task": check_task(body.task)}
-    check_source(name, index=None if body.index is None else served_index(state, body.index))
-    takes = set(options_of(name, over_index=body.index is not None))
-    return name, options | {option: spec for option, spec in settings.operator_options().items() if option in takes}
-
-
-def _built_method(state: dict[str, Any], settings: Settings, name: str, index: str | None,
-                  options: dict[str, Any]) -> Any:
-    """The method object, built on the worker (building one may load a model) once per (method, index,
-    options) and kept. A corpus method shares its index's rankers with search: loaded once, not per options."""
-    key = (name, index, json.dumps(options, sort_keys=True, default=str))
-    cache: OrderedDict = state["methods"]
-    if key not in cache:
-        if index is not None:
-            options = {**options, **{k: v for k, v in _rankers(state, settings, index).items() if k in options}}
-        cache[key] = make_method(name, index=None if index is None else state["indexes"][index], **options)
-        while len(cache) > 32:
-            cache.popitem(last=False)
-    return cache[key]
-
-
-def _rankers(state: dict[str, Any], settings: Settings, name: str) -> dict[str, Any]:
-    """FunnelRAG's stage 2 and 3 rankers over index ``name`` (the operator's), loaded on first use."""
-    from ragfunnel.retrieve.attention import load_post_ranker
-    from ragfunnel.retrieve.rerank import load_pre_ranker
-
-    if name not in state["rankers"]:
-        index = state["indexes"][name]
-        state["rankers"][name] = {
-            "pre_ranker": load_pre_ranker(settings.pre_ranker, stored=index.document_vectors, embedder=index.embedder),
-            "post_ranker": load_post_ranker(settings.post_ranker)}
-    return state["rankers"][name]
+def _no_stage(stage: StageTrace) -> None:
+    pass

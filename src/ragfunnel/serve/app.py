@@ -1,18 +1,19 @@
 """The answering service: a versioned JSON API over the library, and the inspector at ``/``: its routes,
-and the app assembled from them, the guard and the error handlers.
+in groups, and the app assembled from them, the guard and the error handlers.
 
-Models are loaded once, when the app starts, and stay warm (with the document states they keep).
-All model work goes through one :class:`~ragfunnel.serve.jobs.JobQueue`. Library errors map to HTTP
-statuses: bad input 422, an unknown document or index 404, a failing model or server 503, a full
-queue 429 (with ``Retry-After``), a passed deadline 504, a stopping server 503. Every request first passes
-:class:`~ragfunnel.serve.guards.Guard` (host, origin, token, body size; security headers). A client sets
-only the options :mod:`ragfunnel.serve.options` lets it; models, files, indexes and URLs are the operator's.
-A client that goes away cancels its job, streaming or not. Logs carry timings, never document text.
+Models are loaded once, when the app starts, and stay warm (with the document states they keep); what the
+running service holds is one typed :class:`~ragfunnel.serve.answering.ServiceState`, which each route gets
+as a dependency (:data:`Service`). All model work goes through its one :class:`~ragfunnel.serve.jobs.JobQueue`.
+Library errors map to HTTP statuses: bad input 422, an unknown document or index 404, a failing model or
+server 503, a full queue 429 (with ``Retry-After``), a passed deadline 504, a stopping server 503. Every
+request first passes :class:`~ragfunnel.serve.guards.Guard` (host, origin, token, body size; security headers).
+A client sets only the options :mod:`ragfunnel.serve.options` lets it; models, files, indexes and URLs are the
+operator's. A client that goes away cancels its job, streaming or not. Logs carry timings, never document text.
 
 The work behind the routes lives beside this module: :mod:`~ragfunnel.serve.settings` (the operator's options),
-:mod:`~ragfunnel.serve.request_bodies` (what a client may send), :mod:`~ragfunnel.serve.answering` (loading the
-models, answering and searching), :mod:`~ragfunnel.serve.job_responses` (a job's result, whole or streamed) and
-:mod:`~ragfunnel.serve.wire` (browser-safe JSON, event frames, error bodies).
+:mod:`~ragfunnel.serve.request_bodies` (what a client may send), :mod:`~ragfunnel.serve.answering` (the state,
+loading the models, answering and searching), :mod:`~ragfunnel.serve.job_responses` (a job's result, whole or
+streamed) and :mod:`~ragfunnel.serve.wire` (browser-safe JSON, event frames, error bodies).
 """
 
 from __future__ import annotations
@@ -20,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response
@@ -38,19 +38,11 @@ from ragfunnel.documents import LocatedContext
 from ragfunnel.errors import RagfunnelError
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, method_kind
 from ragfunnel.prompts import check_task
-from ragfunnel.serve.answering import (
-    Loaded,
-    answer_job,
-    index_retriever,
-    load,
-    search_result,
-    served_index,
-    stored_document,
-)
-from ragfunnel.serve.documents import DocumentStore, prefill
+from ragfunnel.serve.answering import Loaded, ServiceState, answer_job, load, search_job
+from ragfunnel.serve.documents import prefill
 from ragfunnel.serve.guards import Guard
 from ragfunnel.serve.job_responses import outcome, stream
-from ragfunnel.serve.jobs import Cancelled, Job, JobQueue, QueueFull
+from ragfunnel.serve.jobs import Cancelled, QueueFull
 from ragfunnel.serve.openai_compat import (
     CHAT_PATH,
     ChatIn,
@@ -63,10 +55,21 @@ from ragfunnel.serve.openai_compat import (
 from ragfunnel.serve.options import client_options, describe_errors
 from ragfunnel.serve.request_bodies import UPLOAD_SCHEMA, AnswerIn, DocumentIn, SearchIn, json_body, receive_upload
 from ragfunnel.serve.settings import API, Settings
-from ragfunnel.serve.wire import BrowserSafeJSON, error_response, status_of
+from ragfunnel.serve.wire import BrowserSafeJSON, error_response, http_spelling, status_of
 
 STATIC = Path(str(files("ragfunnel.serve") / "static"))
 STARTED = int(time.time())
+
+
+def service_state(request: Request) -> ServiceState:
+    """The state of the service that got ``request``: set when the app starts, before any request is let in."""
+    state: ServiceState | None = request.app.state.service
+    if state is None:
+        raise HTTPException(503, "the server is starting; send the request again in a few seconds")
+    return state
+
+
+Service = Annotated[ServiceState, Depends(service_state)]
 
 
 def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None) -> FastAPI:
@@ -74,34 +77,43 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
     them first, so a bad model or index is one error line before anything listens. ``app.state.stop()``
     stops intake and answers every job at once (SIGTERM); it returns whether the worker thread has ended."""
     settings = settings or Settings()
-    state: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ready = loaded or await asyncio.to_thread(load, settings)
-        state["models"] = {"light": ready.light, "strong": ready.strong}
-        state["jobs"] = JobQueue([ready.light, ready.strong], capacity=settings.queue, streaming=ready.strong)
-        state["documents"] = DocumentStore(settings.documents)
-        state["methods"] = OrderedDict()
-        state["indexes"] = ready.indexes
-        state["retrievers"] = {}  # FunnelRAG's search, per index
-        state["rankers"] = {}  # per index, loaded by the first search or funnel answer over it
+        app.state.service = ServiceState.started(settings, ready)
         yield
-        state["jobs"].close(wait=0.0)  # answers what is queued or running: shutdown does not wait for a generation
+        app.state.service.jobs.close(wait=0.0)  # answers what is queued or running: shutdown does not wait
 
     app = FastAPI(title="ragfunnel", version="1", lifespan=lifespan, default_response_class=BrowserSafeJSON,
                   docs_url=None, redoc_url=None,  # their pages load scripts from a CDN; /docs is our own page
                   description="Answer questions over long texts: FB-RAG and its baselines.")
-    app.state.stop = lambda wait=1.0: state["jobs"].close(wait=wait) if "jobs" in state else True
+    app.state.service = None
+
+    def stop(wait: float = 1.0) -> bool:
+        state: ServiceState | None = app.state.service
+        return True if state is None else state.jobs.close(wait=wait)
+
+    app.state.stop = stop
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(Guard, token=settings.token, body_limit=settings.max_body_bytes,
                        allowed_hosts=settings.allowed_hosts, allowed_origins=settings.cors_origins)
+    _handle_errors(app)
+    for routes in (page_routes(), model_routes(), document_routes(), answer_routes(), search_routes(),
+                   chat_routes()):
+        app.include_router(routes)
+    app.mount("/", StaticFiles(directory=STATIC, html=True), name="inspector")  # last: it answers every path
+    return app
+
+
+def _handle_errors(app: FastAPI) -> None:
+    """Library errors, a full queue, HTTP errors and invalid bodies as one-line JSON errors."""
 
     @app.exception_handler(RagfunnelError)
     async def library_error(request: Request, error: RagfunnelError) -> JSONResponse:
-        return error_response(request, status_of(error), str(error))
+        return error_response(request, status_of(error), error.spelled(http_spelling))
 
     @app.exception_handler(QueueFull)
     async def busy(request: Request, error: QueueFull) -> JSONResponse:
@@ -128,59 +140,56 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
         return error_response(request, 422, detail, extra={"errors": errors},
                               param=".".join(str(p) for p in first["loc"][1:]) or None)
 
-    @app.get("/docs", include_in_schema=False)
+
+def page_routes() -> APIRouter:
+    """The API's own documentation page, and whether the service is up."""
+    routes = APIRouter()
+
+    @routes.get("/docs", include_in_schema=False)
     async def docs() -> FileResponse:
         return FileResponse(STATIC / "docs.html")
 
-    @app.get("/healthz")
-    async def healthz() -> dict[str, Any]:
-        jobs = state.get("jobs")
-        return {"status": "ok" if jobs else "starting", "pending": jobs.pending if jobs else 0}
+    @routes.get("/healthz")
+    async def healthz(request: Request) -> dict[str, Any]:
+        state: ServiceState | None = request.app.state.service
+        return {"status": "ok" if state else "starting", "pending": state.jobs.pending if state else 0}
 
-    @app.get(f"{API}/models")
-    async def models() -> dict[str, Any]:
+    return routes
+
+
+def model_routes() -> APIRouter:
+    """What the service answers with: its models, and the methods with the options a request may set."""
+    routes = APIRouter(prefix=API)
+
+    @routes.get("/models")
+    async def models(state: Service) -> dict[str, Any]:
         """The loaded models by role, and (``data``, OpenAI's list) the ``ragfunnel-METHOD`` chat models."""
-        roles = {role: {"spec": spec, "name": llm.name, "fingerprint": llm.fingerprint,
-                        "context_window": llm.context_window}
-                 for (role, llm), spec in zip(state["models"].items(), (settings.light, settings.strong), strict=True)}
+        specs = {"light": state.settings.light, "strong": state.settings.strong}
+        roles = {role: {"spec": specs[role], "name": llm.name, "fingerprint": llm.fingerprint,
+                        "context_window": llm.context_window} for role, llm in state.models.items()}
         listed = [{"id": model, "object": "model", "created": STARTED, "owned_by": "ragfunnel"}
                   for model in model_ids(list(METHODS))]
         return {**roles, "object": "list", "data": listed}
 
-    @app.get(f"{API}/methods")
-    async def methods() -> dict[str, Any]:
+    @routes.get("/methods")
+    async def methods(state: Service) -> dict[str, Any]:
         return {"default": DEFAULT_METHOD, "default_over_an_index": DEFAULT_CORPUS_METHOD,
                 "methods": {name: client_options(name) for name in METHODS},
-                "kinds": {name: method_kind(name) for name in METHODS}, "indexes": sorted(state["indexes"])}
+                "kinds": {name: method_kind(name) for name in METHODS}, "indexes": sorted(state.indexes)}
 
-    @app.post(f"{API}/search", response_model=None)
-    async def search(body: SearchIn, request: Request) -> Any:
-        served_index(state, body.index)
+    return routes
 
-        def work(job: Job) -> dict[str, Any]:
-            return search_result(index_retriever(state, settings, body.index), body)
 
-        job = state["jobs"].submit(work, label=f"search {body.index}")
-        return await outcome(state["jobs"], job, request, deadline=settings.deadline)
+def document_routes() -> APIRouter:
+    """Stored documents: added as JSON text or uploaded files, listed, read back."""
+    routes = APIRouter(prefix=API)
 
-    async def read_upload(request: Request) -> tuple[str, str, str, LocatedContext] | Response:
-        """A multipart upload's files read as one document: (text, name, task, located). A job of the queue
-        reads them, as answers are made, so a full queue is 429 and not an unbounded pile of readers."""
-        upload = await receive_upload(request, max_bytes=settings.max_body_bytes)
-        check_task(upload.task)
-        job = state["jobs"].submit(lambda job: upload.read(settings.upload_limits()),
-                                   label=f"read {len(upload.files)} uploaded files")
-        located = await outcome(state["jobs"], job, request, deadline=settings.deadline)
-        if isinstance(located, Response):  # the client went away, or a bug was answered
-            return located
-        return located.text, upload.name or ", ".join(d.name for d in located.documents), upload.task, located
-
-    @app.post(f"{API}/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA, response_model=None)
-    async def add_document(request: Request) -> Any:
+    @routes.post("/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA, response_model=None)
+    async def add_document(request: Request, state: Service) -> Any:
         """Store a document: JSON ``{text, name, task}``, or a multipart upload of files (``file`` fields:
         PDF, DOCX, EPUB, HTML, Markdown, text) read as one document with their pages and chapters."""
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            read = await read_upload(request)
+            read = await _read_upload(state, request)
             if isinstance(read, Response):
                 return read
             text, name, task, located = read
@@ -188,54 +197,90 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
             body = json_body(DocumentIn, await request.body())
             text, name, task, located = body.text, body.name, body.task, None
             check_task(task)
-        doc, new = state["documents"].add(text, name, located)
-        if new and settings.prefill:
+        doc, new = state.documents.add(text, name, located)
+        if new and state.settings.prefill:
             doc.prefill.update({"light": "queued", "strong": "queued"})
             try:
-                state["jobs"].submit(lambda job: prefill(doc, **state["models"], task=task),
-                                     label=f"prefill {doc.id}")
+                state.jobs.submit(lambda job: prefill(doc, state.light, state.strong, task=task),
+                                  label=f"prefill {doc.id}")
             except (QueueFull, Cancelled) as e:
                 why = "the server was busy" if isinstance(e, QueueFull) else "the server is stopping"
                 doc.prefill.update({"light": f"skipped: {why}", "strong": f"skipped: {why}"})
         return doc.summary()
 
-    @app.get(f"{API}/documents")
-    async def list_documents() -> list[dict[str, Any]]:
-        return [d.summary() for d in state["documents"].all()]
+    @routes.get("/documents")
+    async def list_documents(state: Service) -> list[dict[str, Any]]:
+        return [d.summary() for d in state.documents.all()]
 
-    @app.get(f"{API}/documents/{{doc_id}}")
-    async def get_document(doc_id: str) -> dict[str, Any]:
-        doc = stored_document(state, doc_id)
+    @routes.get("/documents/{doc_id}")
+    async def get_document(doc_id: str, state: Service) -> dict[str, Any]:
+        doc = state.document(doc_id)
         return {**doc.summary(), "text": doc.text}
 
-    @app.post(f"{API}/answer", response_model=None)
-    async def answer(body: AnswerIn, request: Request) -> Any:
-        label, work = answer_job(state, settings, body)
-        if not body.stream:
-            return await outcome(state["jobs"], state["jobs"].submit(work, label=label), request,
-                                 deadline=settings.deadline)
-        return stream(state["jobs"], work, label, request, deadline=settings.deadline)
+    return routes
 
-    @app.post(CHAT_PATH, response_model=None, openapi_extra={"requestBody": {"required": True, "content": {
+
+async def _read_upload(state: ServiceState, request: Request) -> tuple[str, str, str, LocatedContext] | Response:
+    """A multipart upload's files read as one document: (text, name, task, located). A job of the queue reads
+    them, as answers are made, so a full queue is 429 and not an unbounded pile of readers."""
+    settings = state.settings
+    upload = await receive_upload(request, max_bytes=settings.max_body_bytes)
+    check_task(upload.task)
+    job = state.jobs.submit(lambda job: upload.read(settings.upload_limits()),
+                            label=f"read {len(upload.files)} uploaded files")
+    located = await outcome(state.jobs, job, request, deadline=settings.deadline)
+    if isinstance(located, Response):  # the client went away, or a bug was answered
+        return located
+    return located.text, upload.name or ", ".join(d.name for d in located.documents), upload.task, located
+
+
+def answer_routes() -> APIRouter:
+    """A question answered over a stored document, a text or an index: whole, or streamed."""
+    routes = APIRouter(prefix=API)
+
+    @routes.post("/answer", response_model=None)
+    async def answer(body: AnswerIn, request: Request, state: Service) -> Any:
+        label, work = answer_job(state, body)
+        deadline = state.settings.deadline
+        if not body.stream:
+            return await outcome(state.jobs, state.jobs.submit(work, label=label), request, deadline=deadline)
+        return stream(state.jobs, work, label, request, deadline=deadline)
+
+    return routes
+
+
+def search_routes() -> APIRouter:
+    """The passages of one of the operator's indexes for a question."""
+    routes = APIRouter(prefix=API)
+
+    @routes.post("/search", response_model=None)
+    async def search(body: SearchIn, request: Request, state: Service) -> Any:
+        label, work = search_job(state, body)
+        job = state.jobs.submit(work, label=label)
+        return await outcome(state.jobs, job, request, deadline=state.settings.deadline)
+
+    return routes
+
+
+def chat_routes() -> APIRouter:
+    """OpenAI's chat completions over the same answers."""
+    routes = APIRouter()
+
+    @routes.post(CHAT_PATH, response_model=None, openapi_extra={"requestBody": {"required": True, "content": {
         "application/json": {"schema": ChatIn.model_json_schema()}}}})
-    async def chat(request: Request) -> Any:
+    async def chat(request: Request, state: Service) -> Any:
         """OpenAI's chat completions: ``model`` is ``ragfunnel-METHOD`` (GET /v1/models lists them)."""
         body = json_body(ChatIn, await request.body())
         method = method_of(body.model, list(METHODS))
         if method is None:
             raise HTTPException(404, f"unknown model {body.model!r}; models are {', '.join(model_ids(list(METHODS)))}")
         answer_in = json_body(AnswerIn, json.dumps(answer_request(body, method)).encode())
-        label, work = answer_job(state, settings, answer_in)
+        label, work = answer_job(state, answer_in)
+        deadline = state.settings.deadline
         if not body.stream:
-            result = await outcome(state["jobs"], state["jobs"].submit(work, label=label), request,
-                                   deadline=settings.deadline)
+            result = await outcome(state.jobs, state.jobs.submit(work, label=label), request, deadline=deadline)
             return result if isinstance(result, Response) else BrowserSafeJSON(completion(result, body.model))
         writer = ChunkWriter(body.model, include_usage=bool(body.stream_options and body.stream_options.include_usage))
-        return stream(state["jobs"], work, label, request, deadline=settings.deadline, frame=writer.frame)
+        return stream(state.jobs, work, label, request, deadline=deadline, frame=writer.frame)
 
-    return _with_inspector(app)
-
-
-def _with_inspector(app: FastAPI) -> FastAPI:
-    app.mount("/", StaticFiles(directory=STATIC, html=True), name="inspector")
-    return app
+    return routes

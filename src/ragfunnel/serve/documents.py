@@ -2,8 +2,8 @@
 
 A document is stored under the first 16 hex digits of its text's SHA-256, so storing the same text
 twice gives the same id. Storing queues a *prefill*: each model reads the document once, as the methods'
-prompts begin (task introduction, then the text), and keeps that state (issue [1/5]'s read-once
-prefixes), so later questions pay only for the question.
+prompts begin (task introduction, then the text), and keeps that state (a read-once prefix,
+``ragfunnel.llm.prefix_store``), so later questions pay only for the question.
 """
 
 from __future__ import annotations

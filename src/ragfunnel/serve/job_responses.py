@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragfunnel.errors import RagfunnelError
 from ragfunnel.serve.jobs import Job, JobQueue
-from ragfunnel.serve.wire import BrowserSafeJSON, event_frame, status_of
+from ragfunnel.serve.wire import BrowserSafeJSON, event_frame, http_spelling, status_of
 
 log = logging.getLogger("ragfunnel.serve")
 
@@ -73,7 +73,7 @@ def stream(jobs: JobQueue, work: Callable[[Job], Any], label: str, request: Requ
         except TimeoutError:
             await events.put(("error", {"status": 504, "detail": f"no answer within {deadline:g} s"}))
         except RagfunnelError as e:
-            await events.put(("error", {"status": status_of(e), "detail": str(e)}))
+            await events.put(("error", {"status": status_of(e), "detail": e.spelled(http_spelling)}))
         except Exception as e:  # a bug: the client still gets an answer, the log one line to report
             await events.put(("error", {"status": 500, "detail": _unexpected(label, e)}))
         else:

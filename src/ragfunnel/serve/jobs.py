@@ -4,8 +4,11 @@ In-process models answer one prompt at a time anyway, so every job runs on one w
 order it arrived; a request that finds ``capacity`` jobs already waiting is refused at once (the API
 answers 429 with ``Retry-After``) rather than queued without bound. A job can be cancelled — its
 deadline passed, its client went away, the server is stopping — while it waits, or while a model is
-working: every model's ``cancel_check`` is pointed at the running job, and the models look at it between
+working: each job carries its own :class:`~ragfunnel.llm.base.Cancellation`, the one every model call
+inside the job runs under (:func:`~ragfunnel.llm.base.cancelled_by`), and the models look at it between
 prompt slices, decode steps and waits on a server, so the worker is free again within a second or two.
+The answering model's text reaches the job's client the same way, through a channel opened around the
+job (:func:`~ragfunnel.llm.base.streaming`): the models, shared by every job, hold no job's state.
 A cancelled job that is still waiting no longer counts against ``capacity``. Closing the queue (server
 shutdown) answers every job at once, waiting and running alike, without waiting for a generation to stop.
 """
@@ -20,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragfunnel.errors import RagfunnelError
-from ragfunnel.llm.base import LLM
+from ragfunnel.llm.base import LLM, Cancellation, Cancelled, TextSink, cancelled_by
+from ragfunnel.llm.base import streaming as streaming_text
 
 log = logging.getLogger(__name__)
 
@@ -37,27 +41,26 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
-class Cancelled(RagfunnelError):
-    """Raised inside a job whose work is no longer wanted (deadline, client gone, shutdown)."""
-
-
 @dataclass
 class Job:
     work: Callable[[Job], Any]
     label: str
     future: Future = field(default_factory=Future)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    on_text: Callable[[str], None] | None = None  # where the answering model's text goes as it is written
+    on_text: TextSink | None = None  # where the answering model's text goes as it is written
     on_stage: Callable[[Any], None] | None = None  # where each stage of the method goes as it ends
     started: bool = False
+    cancellation: Cancellation = field(init=False)  # what every model call of the job runs under
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.cancellation = Cancellation(self.label)
 
     def cancel(self, why: str) -> None:
         """Stop the job: a running one at its models' next check, a waiting one at once. A waiting job lets go
         of its work (and the request text it holds) now, not when the worker reaches it."""
-        if not self.cancelled.is_set():
+        if not self.cancellation.cancelled:
             log.info("cancelling %s: %s", self.label, why)
-        self.cancelled.set()
+        self.cancellation.cancel(why)
         with self._lock:
             if not self.started:
                 self.work, self.on_text, self.on_stage = _cancelled, None, None
@@ -71,8 +74,8 @@ class Job:
             return self.work
 
     def check(self) -> None:
-        if self.cancelled.is_set():
-            raise Cancelled(f"{self.label} was cancelled")
+        """Raise :class:`Cancelled` if the job was cancelled."""
+        self.cancellation.check()
 
     def settle(self, *, result: Any = None, error: BaseException | None = None) -> None:
         """Answer whoever waits, once: a job answered at shutdown ignores the worker's later outcome."""
@@ -92,14 +95,13 @@ def _cancelled(job: Job) -> None:
 
 
 class JobQueue:
-    """Runs jobs one at a time on a worker thread; ``models`` are the LLM objects whose ``cancel_check``
-    (and token callback, for those that write text as it comes) are pointed at the running job."""
+    """Runs jobs one at a time on a worker thread, each inside its own cancellation and, when a job has a
+    client to stream to, a channel for the text of ``streaming``, the model whose text is the answer (the
+    strong one). ``models`` is not used: the queue writes nothing onto models."""
 
-    def __init__(self, models: Iterable[LLM], *, capacity: int = 8, streaming: LLM | None = None):
+    def __init__(self, models: Iterable[LLM] = (), *, capacity: int = 8, streaming: LLM | None = None):
         self.capacity = capacity
-        self._models = list(models)
-        self._writers = [m for m in self._models if hasattr(m, "on_text")]  # backends that stream text
-        self._streaming = streaming  # the model whose text is the answer (the strong one)
+        self._streaming = streaming
         self._waiting: queue.Queue[Job | None] = queue.Queue()
         self._live: list[Job] = []  # waiting + running
         self._lock = threading.Lock()
@@ -112,9 +114,9 @@ class JobQueue:
     def pending(self) -> int:
         """Jobs waiting or running, less the cancelled ones still waiting for the worker to skip them."""
         with self._lock:
-            return sum(job.started or not job.cancelled.is_set() for job in self._live)
+            return sum(job.started or not job.cancellation.cancelled for job in self._live)
 
-    def submit(self, work: Callable[[Job], Any], *, label: str, on_text: Callable[[str], None] | None = None,
+    def submit(self, work: Callable[[Job], Any], *, label: str, on_text: TextSink | None = None,
                on_stage: Callable[[Any], None] | None = None) -> Job:
         """Queue ``work(job)``; raises :class:`QueueFull` when ``capacity`` jobs are already pending."""
         if self._closed:
@@ -158,29 +160,25 @@ class JobQueue:
     def _loop(self) -> None:
         while (job := self._waiting.get()) is not None:
             started = time.perf_counter()
-            self._point_models_at(job)
             try:
-                job.settle(result=job.begin()(job))
+                with cancelled_by(job.cancellation), self._answer_text(job):
+                    job.settle(result=job.begin()(job))
             except BaseException as e:  # noqa: BLE001 - every failure goes back to the request that asked
                 job.settle(error=e)
             finally:
-                self._point_models_at(None)
                 if job.started:  # a job skipped because it was cancelled while waiting says nothing of speed
                     self._seconds = 0.8 * self._seconds + 0.2 * (time.perf_counter() - started)
                 with self._lock:
                     self._live.remove(job)
 
-    def _point_models_at(self, job: Job | None) -> None:
-        for model in self._models:
-            model.cancel_check = None if job is None else job.check
-        for model in self._writers:
-            model.on_text = None if job is None else self._token_sink(job, stream=model is self._streaming)
+    def _answer_text(self, job: Job) -> AbstractContextManager[Any]:
+        """Where the answering model's text goes while ``job`` runs: to the job's client, if it has one."""
+        if self._streaming is None or job.on_text is None:
+            return nullcontext()
+        client = job.on_text
 
-    @staticmethod
-    def _token_sink(job: Job, *, stream: bool) -> Callable[[str], None]:
         def sink(text: str) -> None:
             job.check()  # text nobody waits for is not sent, and a writer that never checks is stopped here
-            if stream and job.on_text is not None:
-                job.on_text(text)
+            client(text)
 
-        return sink
+        return streaming_text(self._streaming, sink)

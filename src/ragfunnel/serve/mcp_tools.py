@@ -3,15 +3,23 @@
 Tools: ``answer`` (a question over a file under the root, a text, or a stored document: the answer, its
 confidence and citations), ``search`` (an index's passages), ``add_document`` (read a file or folder under the
 root once, keep it by id) and ``list_documents``. Every path a client names must resolve, symlinks followed,
-inside ``--root``. Models load at the first answer, so a host lists the tools at once. Over stdio (the
-default) or streamable HTTP on the loopback (``--http``, at ``/v1/mcp``, behind the same host, origin and
-token checks as ``serve``).
+inside ``--root``. Over stdio (the default) or streamable HTTP on the loopback (``--http``, at ``/v1/mcp``,
+behind the same host, origin and token checks as ``serve``).
+
+The tools share the service's parts: answers and searches run as jobs of a
+:class:`~ragfunnel.serve.jobs.JobQueue` (one generation at a time, bounded, each with a deadline; a client
+that cancels its call cancels the job), an answer's method and options pass
+:func:`~ragfunnel.serve.answering.checked_method` as ``/v1/answer``'s do, and documents are kept in a
+:class:`~ragfunnel.serve.documents.DocumentStore`. The queue is made by the first answer or search, which
+resolves the models, so a host lists the tools and adds documents without waiting for them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import threading
+import asyncio
+import inspect
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,27 +33,36 @@ from ragfunnel.api import answer_located
 from ragfunnel.api import search as ragfunnel_search
 from ragfunnel.documents import LocatedContext, ReadLimits, read_context, resolved
 from ragfunnel.errors import InputError, RagfunnelError
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
-from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, method_kind, options_of
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, method_kind
+from ragfunnel.methods.base import check_question
+from ragfunnel.serve.answering import checked_method
+from ragfunnel.serve.documents import DocumentStore
+from ragfunnel.serve.jobs import Job, JobQueue, QueueFull
 from ragfunnel.serve.mcp_stdio import run_stdio
+from ragfunnel.serve.settings import SEARCH_TOP_K
 from ragfunnel.text import check_context
-from ragfunnel.types import on_stage
+from ragfunnel.types import Prediction, StageTrace, on_stage
 
 MCP_PATH = "/v1/mcp"
-TOP_K_LIMIT = 100
 
 
 @dataclass
 class ToolState:
-    """What the tools share: the root, the operator's models and indexes, the documents added so far."""
+    """What the tools share: the root, the operator's models (by spec) and indexes, the documents added so far,
+    and the job queue every answer and search runs through (``queue`` jobs at most, each within ``deadline``
+    seconds)."""
 
     root: Path
     light: str = DEFAULT_LIGHT
     strong: str = DEFAULT_STRONG
     indexes: dict[str, Path] = field(default_factory=dict)
     limits: ReadLimits = field(default_factory=ReadLimits)
-    documents: dict[str, LocatedContext] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)  # one answer at a time: the models are shared
+    queue: int = 8
+    deadline: float = 600.0
+    documents: DocumentStore = field(default_factory=DocumentStore)
+    _jobs: JobQueue | None = field(default=None, init=False, repr=False)
+    _making_jobs: anyio.Lock = field(default_factory=anyio.Lock, init=False, repr=False)
 
     def inside(self, given: str) -> Path:
         """``given`` (relative to the root, or absolute) if it resolves inside the root; refused otherwise."""
@@ -57,12 +74,80 @@ class ToolState:
         real = resolved(path)  # a symlink loop is one line, not a traceback
         if not real.is_relative_to(self.root):
             raise InputError(f"{given!r} is outside the root this server reads ({self.root}); "
-                             "pass a path under it, or restart the server with another --root")
+                             "pass a path under it, or restart the server with another root directory")
         return real
 
     def read(self, path: str) -> LocatedContext:
         """A file or folder under the root; a folder's walk skips every entry that resolves outside it."""
-        return read_context([self.inside(path)], self.limits, root=self.root)
+        return self.read_inside(self.inside(path))
+
+    def read_inside(self, real: Path) -> LocatedContext:
+        """A file or folder :meth:`inside` returned."""
+        return read_context([real], self.limits, root=self.root)
+
+    def add(self, path: str) -> tuple[str, LocatedContext]:
+        """Read ``path`` and keep it: its document id, and what was read."""
+        located = self.read(path)
+        doc, _ = self.documents.add(located.text, path, located)
+        return doc.id, located
+
+    def source(self, *, path: str | None, text: str | None, document_id: str | None) -> Callable[[], LocatedContext]:
+        """What an answer reads, checked now; a file under the root is read by the job that answers."""
+        if sum(x is not None for x in (path, text, document_id)) != 1:
+            raise InputError("pass exactly one of path, text and document_id")
+        if path is not None:
+            real = self.inside(path)
+            return lambda: self.read_inside(real)
+        if text is not None:
+            located = LocatedContext.of_text(check_context(text))
+        else:
+            try:
+                located = self.documents.get(str(document_id)).located
+            except KeyError:
+                raise InputError(f"no document {document_id!r}; add one with add_document") from None
+        return lambda: located
+
+    async def run(self, work: Callable[[Job], Any], *, label: str,
+                  on_stage: Callable[[StageTrace], None] | None = None) -> Any:
+        """``work`` as a job of the queue, and its result; a full queue or a passed deadline is an error
+        for the client, and a call the client cancels cancels the job."""
+        jobs = await self._queue()
+        try:
+            job = jobs.submit(work, label=label, on_stage=on_stage)
+            return await jobs.result(job, deadline=self.deadline)
+        except QueueFull as e:
+            raise ToolError(str(e)) from None
+        except TimeoutError:
+            raise ToolError(f"{label}: no result within the deadline of {self.deadline:g} s") from None
+
+    async def _queue(self) -> JobQueue:
+        """The job queue, made by the first call that needs it: the models are resolved then, off the event loop."""
+        async with self._making_jobs:
+            if self._jobs is None:
+                light, strong = await anyio.to_thread.run_sync(lambda: (resolve(self.light), resolve(self.strong)))
+                self._jobs = JobQueue([light, strong], capacity=self.queue, streaming=strong)
+        return self._jobs
+
+    def close(self) -> None:
+        """Answer every job at once (Cancelled) and let the worker go: the server has stopped."""
+        if self._jobs is not None:
+            self._jobs.close(wait=0.0)
+
+
+def answer_options(method: str | None, options: dict[str, Any] | None,
+                   max_seconds: float | None) -> tuple[str, dict[str, Any]]:
+    """The ``answer`` tool's method and options, checked as ``/v1/answer`` checks a request's; ``max_seconds``,
+    a parameter of the tool of its own, is one of auto's options."""
+    name = method or DEFAULT_METHOD
+    if name not in METHODS or method_kind(name) != "context":
+        raise InputError(f"unknown method {name!r} for a document; use one of "
+                         f"{', '.join(m for m in METHODS if method_kind(m) == 'context')}")
+    given = dict(options or {})
+    if max_seconds is not None:
+        if "max_seconds" in given:
+            raise InputError("max_seconds is given twice; pass it as the parameter or in options, not both")
+        given["max_seconds"] = max_seconds
+    return checked_method(name, given, task="qa")
 
 
 def build_server(state: ToolState) -> MCPServer:
@@ -71,51 +156,40 @@ def build_server(state: ToolState) -> MCPServer:
         "baselines. Give `answer` a path under the server's root, a text, or a document_id from "
         "`add_document`; it returns the answer, a calibrated confidence and citations."))
 
-    def refused(error: Exception) -> ToolError:
-        return ToolError(str(error))
+    def refused(error: RagfunnelError) -> ToolError:
+        """The error for the client: an option that is an argument of a tool keeps its name, any other is
+        ``options.<name>``."""
+        arguments = {name for tool in (answer, search, add_document) for name in inspect.signature(tool).parameters}
+        return ToolError(error.spelled(lambda name: name if name in arguments else f"options.{name}"))
 
     @server.tool()
     async def answer(question: str, path: str | None = None, text: str | None = None,
                      document_id: str | None = None, method: str | None = None,
-                     max_seconds: float | None = None, ctx: Context | None = None) -> dict[str, Any]:
+                     options: dict[str, Any] | None = None, max_seconds: float | None = None,
+                     ctx: Context | None = None) -> dict[str, Any]:
         """Answer a question from a file or folder under the root (`path`), a `text`, or a stored
-        `document_id`. `method`: auto (default), fb, op, lc, ... ; `max_seconds` bounds auto's choice."""
+        `document_id`. `method`: auto (default), fb, op, lc, ... ; `options`: the method's options a request
+        may set (e.g. budget); `max_seconds` bounds auto's choice."""
         try:
-            if sum(x is not None for x in (path, text, document_id)) != 1:
-                raise InputError("pass exactly one of path, text and document_id")
-            name = method or DEFAULT_METHOD
-            if name not in METHODS or method_kind(name) != "context":
-                raise InputError(f"unknown method {name!r} for a document; use one of "
-                                 f"{', '.join(m for m in METHODS if method_kind(m) == 'context')}")
-            if max_seconds is not None and (max_seconds <= 0 or name != "auto"):
-                raise InputError("max_seconds must be positive, and goes with method auto")
-            if path is not None:
-                located = state.read(path)
-            elif text is not None:
-                located = LocatedContext.of_text(check_context(text))
-            elif document_id in state.documents:
-                located = state.documents[document_id]
-            else:
-                raise InputError(f"no document {document_id!r}; add one with add_document")
-            models = {"light": state.light, "strong": state.strong, "max_seconds": max_seconds}
-            chosen = make_method(name, **{k: v for k, v in models.items() if v is not None and k in options_of(name)})
+            source = state.source(path=path, text=text, document_id=document_id)
+            name, chosen_options = answer_options(method, options, max_seconds)
         except RagfunnelError as e:
             raise refused(e) from None
-        stages: list[str] = []
 
-        def run() -> Any:
-            def stage_done(stage: Any) -> None:
-                stages.append(stage.name)
-                if ctx is not None:
-                    anyio.from_thread.run(ctx.report_progress, float(len(stages)), None, f"{stage.name} done")
+        def work(job: Job) -> Prediction:
+            located = source()
+            chosen = make_method(name, light=state.light, strong=state.strong, **chosen_options)
+            with on_stage(job.on_stage or _no_stage):
+                prediction = answer_located(chosen, question, located)
+            job.check()
+            return prediction
 
-            with state.lock, on_stage(stage_done):
-                return answer_located(chosen, question, located)
-
+        progress = _Progress(ctx)
         try:
-            prediction = await anyio.to_thread.run_sync(run)
+            prediction = await state.run(work, label=f"{name} answer", on_stage=progress.report)
         except RagfunnelError as e:
             raise refused(e) from None
+        await progress.sent()
         return {"answer": prediction.answer, "method": prediction.method, "confidence": prediction.confidence,
                 "supported": prediction.supported, "citations": [c.to_dict() for c in prediction.citations],
                 "citation_note": prediction.citation_note,
@@ -126,15 +200,13 @@ def build_server(state: ToolState) -> MCPServer:
         """The `top_k` passages of a corpus index (a name the server was started with, or a folder under
         the root written by `ragfunnel index`) for `query`, by FunnelRAG's retrieval."""
         try:
-            if not 1 <= top_k <= TOP_K_LIMIT:
-                raise InputError(f"top_k must be between 1 and {TOP_K_LIMIT}")
+            if not 1 <= top_k <= SEARCH_TOP_K:
+                raise InputError(f"top_k must be between 1 and {SEARCH_TOP_K}")
             directory = state.indexes.get(index) or state.inside(index)
-
-            def run() -> Any:
-                with state.lock:
-                    return ragfunnel_search(directory, query, top_k=top_k, post_ranker=state.light)
-
-            found = await anyio.to_thread.run_sync(run)
+            question = check_question(query)
+            found = await state.run(
+                lambda job: ragfunnel_search(directory, question, top_k=top_k, post_ranker=state.light),
+                label=f"search {index}")
         except RagfunnelError as e:
             raise refused(e) from None
         return [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
@@ -144,19 +216,47 @@ def build_server(state: ToolState) -> MCPServer:
         """Read a file (or every supported file of a folder) under the root once; later `answer` calls name
         it by the returned `document_id`."""
         try:
-            located = await anyio.to_thread.run_sync(state.read, path)
+            doc_id, located = await anyio.to_thread.run_sync(state.add, path)
         except RagfunnelError as e:
             raise refused(e) from None
-        doc_id = hashlib.sha256(located.text.encode()).hexdigest()[:16]
-        state.documents[doc_id] = located
         return _summary(doc_id, located)
 
     @server.tool()
     async def list_documents() -> list[dict[str, Any]]:
-        """The documents added so far."""
-        return [_summary(doc_id, located) for doc_id, located in state.documents.items()]
+        """The documents added so far (the least recently used go first once the store is full)."""
+        return [_summary(doc.id, doc.located) for doc in state.documents.all() if doc.located is not None]
 
     return server
+
+
+def _no_stage(stage: StageTrace) -> None:
+    pass
+
+
+class _Progress:
+    """Each finished stage of an answer sent to the client as progress. The queue's worker reports a stage
+    without waiting for the client (a slow or departed one never holds up the models); the tool waits for
+    what was sent before it answers, so progress never arrives after the answer."""
+
+    def __init__(self, ctx: Context | None):
+        self.ctx, self.loop = ctx, asyncio.get_running_loop()
+        self.pending: list[Future] = []
+
+    def report(self, stage: StageTrace) -> None:  # on the queue's worker thread
+        if self.ctx is None:
+            return
+        sending = self.ctx.report_progress(float(len(self.pending) + 1), None, f"{stage.name} done")
+        try:
+            self.pending.append(asyncio.run_coroutine_threadsafe(sending, self.loop))
+        except RuntimeError:  # the event loop has stopped: nobody is listening
+            sending.close()
+
+    async def sent(self) -> None:
+        for future in list(self.pending):
+            try:
+                await asyncio.wrap_future(future)
+            except Exception:  # noqa: BLE001 - progress the client could not take does not change the answer
+                pass
 
 
 def _summary(doc_id: str, located: LocatedContext) -> dict[str, Any]:
@@ -166,7 +266,10 @@ def _summary(doc_id: str, located: LocatedContext) -> dict[str, Any]:
 
 def serve_stdio(state: ToolState) -> None:
     """Over this process's stdin and stdout, every message answered, even one the SDK cannot parse."""
-    run_stdio(build_server(state))
+    try:
+        run_stdio(build_server(state))
+    finally:
+        state.close()
 
 
 def serve_http(state: ToolState, *, port: int, token: str | None, allowed_hosts: tuple[str, ...] = ()) -> None:
@@ -177,4 +280,7 @@ def serve_http(state: ToolState, *, port: int, token: str | None, allowed_hosts:
 
     app = build_server(state).streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1")
     guarded = Guard(app, token=token, body_limit=8 * 1024 * 1024, allowed_hosts=allowed_hosts)
-    uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+    try:
+        uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+    finally:
+        state.close()

@@ -21,7 +21,8 @@ from starlette.datastructures import UploadFile as StarletteUpload
 from ragfunnel.bounded import TooDeep, loads
 from ragfunnel.documents import LocatedContext, ReadLimits, SourceDocument, read_document
 from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
-from ragfunnel.errors import InputError, RagfunnelError
+from ragfunnel.errors import InputError, RagfunnelError, option
+from ragfunnel.serve.settings import SEARCH_TOP_K
 from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
 
 log = logging.getLogger("ragfunnel.serve")
@@ -79,7 +80,7 @@ class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     index: str = Field(max_length=200, description="An index the server was started with (--index NAME=DIR).")
     question: Question
-    top_k: int = Field(4, ge=1, le=100)
+    top_k: int = Field(4, ge=1, le=SEARCH_TOP_K)
     funnel: bool = Field(True, description="FunnelRAG's three stages, or flat dense retrieval (index --flat).")
 
 
@@ -179,7 +180,7 @@ def _read_uploaded(file: UploadedFile, path: Path, limits: ReadLimits) -> Source
     try:
         document = read_document(path, limits)
     except InputError as e:  # the reader named the file by the name made for it; the client knows its own
-        raise InputError(str(e).replace(str(path), file.name).replace(path.name, file.name)) from None
+        raise InputError(e.spelled(option).replace(str(path), file.name).replace(path.name, file.name)) from None
     except RagfunnelError:
         raise
     except Exception as e:  # a reader library tripped on hostile bytes: the client's file, not a server fault

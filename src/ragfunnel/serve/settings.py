@@ -1,4 +1,5 @@
-"""How the answering service runs: the operator's ``ragfunnel serve`` options, and the API's path prefix.
+"""How the answering service runs: the operator's ``ragfunnel serve`` options, the API's path prefix, and the
+most passages one search returns (over HTTP and MCP alike).
 
 Every module of the service reads these; none of them is a client's to set.
 """
@@ -13,6 +14,7 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 
 API = "/v1"
+SEARCH_TOP_K = 100
 
 
 @dataclass

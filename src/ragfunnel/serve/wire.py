@@ -12,8 +12,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
+from ragfunnel.serve.answering import NotFound
 from ragfunnel.serve.jobs import Cancelled
 from ragfunnel.serve.openai_compat import CHAT_PATH, error_body
+from ragfunnel.serve.request_bodies import AnswerIn, DocumentIn, SearchIn
 from ragfunnel.text.hygiene import browser_safe
 
 
@@ -29,10 +31,21 @@ def event_frame(kind: str, data: Any) -> str:
     return f"event: {kind}\ndata: {browser_safe(json.dumps(data, ensure_ascii=False))}\n\n"
 
 
+REQUEST_FIELDS = frozenset(name for body in (DocumentIn, AnswerIn, SearchIn) for name in body.model_fields)
+
+
+def http_spelling(name: str) -> str:
+    """An option named in an error, as a client writes it: a field of the request body as it is
+    (``document_id``), any other option inside the body's ``options`` (``options.budget``)."""
+    return name if name in REQUEST_FIELDS else f"options.{name}"
+
+
 def status_of(error: RagfunnelError) -> int:
     """The HTTP status of a library error."""
     if isinstance(error, Cancelled | BackendUnavailable | ModelError):  # the server keeps serving
         return 503
+    if isinstance(error, NotFound):
+        return 404
     if isinstance(error, InputError | ConfigError):
         return 422
     return 500

@@ -18,10 +18,6 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 
-def has_lone_surrogates(text: str) -> bool:
-    return _LONE_SURROGATE.search(text) is not None
-
-
 def replace_lone_surrogates(value: Any) -> tuple[Any, int]:
     """``value`` (a string, or lists and dicts of them) with every lone surrogate replaced, and how many were."""
     if isinstance(value, str):

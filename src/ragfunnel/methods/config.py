@@ -1,0 +1,338 @@
+"""Every method's options, declared once.
+
+A method's configuration is a frozen dataclass whose fields carry their type, bounds, unit, help, and whether a
+remote client may set them (``operator_only``: a model, a file or a URL, which only whoever runs ragfunnel
+chooses). Configurations compose, each adding what its methods need:
+
+- :class:`AnswerConfig`: every method that writes an answer (``lc``);
+- :class:`RetrievalConfig`: a budget of chunks ranked by the question (``op``, ``vanilla``, ``self-route``);
+- :class:`DraftingConfig`: a light model's drafts (FB-RAG's forward lookup), then :class:`FBConfig` and
+  :class:`AutoConfig`;
+- the corpus methods' :class:`FunnelConfig`, :class:`CorpusFBConfig`, :class:`DragConfig`, :class:`IterDragConfig`.
+
+Building a configuration validates it, and an error names the field (:func:`ragfunnel.errors.option`). The
+front ends are generated from the fields: the command line's options (``ragfunnel.cli.common``), the request
+options of ``serve``, the OpenAI endpoint and MCP (``ragfunnel.serve.options``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from ragfunnel.errors import ConfigError, option
+from ragfunnel.llm import DEFAULT_LIGHT
+from ragfunnel.prompts import check_task
+from ragfunnel.retrieve.attention import PostRanker
+from ragfunnel.retrieve.fusion import Fusion
+from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER, PreRanker
+from ragfunnel.text.chunking import CHUNK_WORDS
+
+# Far above any useful K (default 5); stops a typo such as 100000000 from running for ever.
+MAX_SAMPLES = 64
+MAX_TOKENS = 4096  # per generated answer or draft; far above any task's own answer length
+STEP_TOKENS = 64  # an IterDRAG step writes one short line: a follow-up question or an intermediate answer
+OPEN_TASKS = ("qa", "multihop")  # DRAG and IterDRAG answer open questions
+DraftFrom = Literal["warm", "selection", "document"]
+Prefer = Literal["speed", "balanced", "quality"]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a front end needs to know of one option besides its name, type and default."""
+
+    help: str
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    unit: str = ""
+    operator_only: bool = False  # names a model, a file or a URL: never set by a remote client
+    default_text: str | None = None  # the default in words, where it is computed from other options
+    metavar: str | None = None
+    front_end: bool = True  # False: each front end sets it from a field of its own (the question's task)
+
+
+def setting(default: Any, help: str, **spec: Any) -> Any:
+    """A configuration field: its default and its :class:`Spec`."""
+    return field(default=default, metadata={"spec": Spec(help=help, **spec)})
+
+
+def default_changed(config: type, name: str, default: Any) -> Any:
+    """Field ``name`` of ``config`` again, with another default: the same option (one :class:`Spec`), as a
+    method that starts elsewhere sees it."""
+    return field(default=default, metadata=config.__dataclass_fields__[name].metadata)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One field of a configuration, as the front ends read it."""
+
+    name: str
+    kinds: tuple[type, ...]  # the accepted Python types, None's aside (str, int, float, bool)
+    optional: bool  # None is accepted (the default is computed)
+    choices: tuple[str, ...] | None
+    default: Any
+    spec: Spec
+
+
+def _kinds(hint: Any) -> tuple[tuple[type, ...], bool, tuple[str, ...] | None]:
+    """The simple types a field hint allows, whether it allows None, and its choices if it is a Literal."""
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    optional = type(None) in args
+    kinds: list[type] = []
+    choices = None
+    for arg in args:
+        if typing.get_origin(arg) is Literal:
+            choices = tuple(typing.get_args(arg))
+            kinds.append(str)
+        elif isinstance(arg, type) and arg is not type(None):
+            kinds.append(arg)
+    return tuple(kinds), optional, choices
+
+
+class Config:
+    """Validation shared by every configuration: types, bounds and choices, then the configuration's own
+    :meth:`check` of options that depend on each other."""
+
+    def __post_init__(self) -> None:
+        for opt in options_of_config(type(self)):
+            value = getattr(self, opt.name)
+            checked = _checked(opt, value)
+            if checked is not value:
+                object.__setattr__(self, opt.name, checked)
+        self.check()
+
+    def check(self) -> None:
+        """Rules between options; a configuration that has them overrides this."""
+
+    def narrowed(self, config: type[C]) -> C:
+        """This configuration's values for the fields ``config`` shares with it (an ``auto`` ladder's rungs)."""
+        mine = {f.name for f in fields(self)}  # type: ignore[arg-type]
+        return config(**{f.name: getattr(self, f.name) for f in fields(config) if f.name in mine})
+
+    def changed(self: C, **values: Any) -> C:
+        return dataclasses.replace(self, **values)  # type: ignore[type-var]
+
+
+C = typing.TypeVar("C", bound=Config)
+
+
+def _checked(opt: Option, value: Any) -> Any:
+    """``value`` if it is of ``opt``'s type, bounds and choices (an int where a float goes becomes a float)."""
+    if value is None and opt.optional:
+        return value
+    simple = {str, int, float, bool}
+    if not set(opt.kinds) <= simple:  # Python objects (a loaded model, demonstrations) are the caller's
+        return value
+    if float in opt.kinds and type(value) is int:
+        value = float(value)
+    if type(value) not in opt.kinds:
+        wanted = " or ".join(k.__name__ for k in opt.kinds) + (" or None" if opt.optional else "")
+        raise ConfigError(f"{option(opt.name)} must be {wanted}, got {value!r}")
+    if opt.choices is not None and value not in opt.choices:
+        raise ConfigError(f"{option(opt.name)} must be one of {', '.join(opt.choices)}, got {value!r}")
+    _check_bounds(opt, value)
+    return value
+
+
+def _check_bounds(opt: Option, value: Any) -> None:
+    spec = opt.spec
+    if type(value) not in (int, float):
+        return
+    too_low = (spec.ge is not None and value < spec.ge) or (spec.gt is not None and value <= spec.gt)
+    if too_low or (spec.le is not None and value > spec.le):
+        raise ConfigError(f"{option(opt.name)} must be {bounds_text(spec)}, got {value!r}")
+
+
+def bounds_text(spec: Spec) -> str:
+    """``between 1 and 64``, ``at least 0``, ``above 0`` ..."""
+    low = spec.gt if spec.gt is not None else spec.ge
+    if low is not None and spec.le is not None and spec.gt is None:
+        return f"between {_number(low)} and {_number(spec.le)}"
+    parts = []
+    if low is not None:
+        parts.append(f"{'above' if spec.gt is not None else 'at least'} {_number(low)}")
+    if spec.le is not None:
+        parts.append(f"at most {_number(spec.le)}")
+    return " and ".join(parts) or "a number"
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else str(value)
+
+
+@cache
+def options_of_config(config: type) -> tuple[Option, ...]:
+    """The fields of ``config`` with their types and specs, in declaration order."""
+    hints = typing.get_type_hints(config)
+    found = []
+    for f in fields(config):
+        kinds, optional, choices = _kinds(hints[f.name])
+        found.append(Option(f.name, kinds, optional, choices, f.default, f.metadata["spec"]))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class AnswerConfig(Config):
+    """What every method that writes an answer takes."""
+
+    task: str = setting("qa", "Prompt family and answer length (qa, multihop, summary, choice, longbench/DATASET).",
+                        front_end=False)
+    max_tokens: int | None = setting(None, "Tokens the answer may run to.", ge=1, le=MAX_TOKENS, unit="tokens",
+                                     default_text="the task's")
+
+    def check(self) -> None:
+        check_task(self.task)
+
+
+@dataclass(frozen=True)
+class RetrievalConfig(AnswerConfig):
+    """A method that reads the chunks the question ranks best, within a budget."""
+
+    budget: int = setting(1500, "Tokens of context the answering model reads.", ge=1, le=1_000_000, unit="tokens")
+    chunk_words: int = setting(CHUNK_WORDS, "Words per chunk.", ge=1, le=100_000, unit="words")
+
+
+@dataclass(frozen=True)
+class DraftingConfig(RetrievalConfig):
+    """A light model drafts K answers whose words re-score the chunks (FB-RAG's forward lookup)."""
+
+    stage1_budget: int | None = setting(None, "FB-RAG Stage I: tokens the light model reads.", ge=1, le=1_000_000,
+                                        unit="tokens", default_text="max(3000, twice the budget)")
+    samples: int = setting(5, "FB-RAG: drafts K.", ge=1, le=MAX_SAMPLES)
+    seed: int = setting(0, "FB-RAG: the drafts' sampling seed.", ge=0, le=2**31 - 1)
+    draft_from: DraftFrom = setting(
+        "warm", "What FB-RAG's drafts read: Stage I's selection, the whole document, or (warm) the whole document "
+                "when the light model already holds it or it costs about the selection's read.")
+    fusion: Fusion = setting(
+        "normalized", "How FB-RAG mixes question and draft scores: normalized (each query's BM25 scores divided by "
+                      "their maximum first) or raw (the paper's Eq. 5 as written).")
+    temperature: float = setting(1.0, "FB-RAG: the drafts' sampling temperature.", ge=0, le=5)
+    top_p: float = setting(0.9, "FB-RAG: the drafts' nucleus sampling mass.", gt=0, le=1)
+    top_k: int = setting(50, "FB-RAG: the drafts sample from this many likeliest tokens (0: all).", ge=0,
+                         le=100_000)
+    sample_max_tokens: int | None = setting(None, "FB-RAG: tokens a draft may run to.", ge=1, le=MAX_TOKENS,
+                                            unit="tokens", default_text="the answer's (at most 128) + 128 of "
+                                                                        "rationale")
+    agreement_weighted: bool = setting(True, "FB-RAG: scale the drafts' weight by how far their answers agree.")
+
+    def check(self) -> None:
+        super().check()
+        if self.stage1_budget is not None and self.stage1_budget < self.budget:
+            raise ConfigError(f"{option('stage1_budget')} {self.stage1_budget} is smaller than {option('budget')} "
+                              f"{self.budget}; Stage I should keep more context than Stage III reads")
+
+
+@dataclass(frozen=True)
+class FBConfig(DraftingConfig):
+    """FB-RAG: the chunks' scores fuse the question's (η_B) and the drafts' (η_F)."""
+
+    eta_forward: float = setting(0.5, "FB-RAG: weight of the drafts' scores.", ge=0, le=1e6,
+                                 default_text="0.5 for fb, 1 for fb-f")
+    eta_backward: float = setting(0.5, "FB-RAG: weight of the question's scores.", ge=0, le=1e6,
+                                  default_text="0.5 for fb, 0 for fb-f")
+
+    def check(self) -> None:
+        super().check()
+        if self.eta_forward + self.eta_backward == 0:
+            raise ConfigError(f"{option('eta_forward')} and {option('eta_backward')} cannot both be 0")
+
+
+@dataclass(frozen=True)
+class ForwardOnlyConfig(FBConfig):
+    """FB-RAG's "F": the drafts' scores alone."""
+
+    eta_forward: float = default_changed(FBConfig, "eta_forward", 1.0)
+    eta_backward: float = default_changed(FBConfig, "eta_backward", 0.0)
+
+
+@dataclass(frozen=True)
+class AutoConfig(DraftingConfig):
+    """``auto``: OP-RAG first, and FB-RAG's and LC's options for the rungs it may climb to."""
+
+    max_seconds: float | None = setting(None, "auto: run no method predicted to take longer (falls back to op; an "
+                                              "error if nothing fits).", gt=0, le=1e6, unit="seconds",
+                                        metavar="SECONDS", default_text="no limit")
+    prefer: Prefer = setting(
+        "balanced", "auto: how far to climb past op while the answer is unsupported: speed and balanced (never), "
+                    "quality (to fb, then lc).")
+
+
+@dataclass(frozen=True)
+class FunnelRetrievalConfig(AnswerConfig):
+    """The first stages of FunnelRAG's funnel over a corpus index: clusters, then documents."""
+
+    top_clusters: int | None = setting(None, "funnel: clusters BM25 keeps (stage 1).", ge=1, le=10_000,
+                                       default_text="5% of them, 4..80")
+    top_documents: int = setting(8, "funnel: documents the pre-ranker keeps (stage 2).", ge=1, le=1_000,
+                                 default_text="8 for funnel, 20 for fb over an index")
+    pre_ranker: str | PreRanker = setting(
+        DEFAULT_PRE_RANKER, "funnel: the documents' scorer (stage 2): minilm (the bundled bi-encoder), "
+                            "llm:MODEL-SPEC (yes/no), or a cross-encoder directory (`ragfunnel funnel distill`) or "
+                            "Hugging Face name.", operator_only=True, metavar="SPEC")
+
+
+@dataclass(frozen=True)
+class FunnelConfig(FunnelRetrievalConfig):
+    """FunnelRAG: clusters, documents, then the post-ranker's attention over passages."""
+
+    top_passages: int = setting(4, "funnel: passages the post-ranker keeps.", ge=1, le=1_000)
+    post_ranker: str | PostRanker = setting(
+        DEFAULT_LIGHT, "funnel: the model whose attention ranks passages (stage 3): bundled:NAME, gguf:PATH, or a "
+                       "Hugging Face name or directory.", operator_only=True, metavar="SPEC")
+
+
+@dataclass(frozen=True)
+class CorpusFBConfig(DraftingConfig, FunnelRetrievalConfig):
+    """FB-RAG over a corpus index: the funnel's top documents are its context, and its citations."""
+
+    top_documents: int = default_changed(FunnelRetrievalConfig, "top_documents", 20)
+
+
+@dataclass(frozen=True)
+class DragConfig(AnswerConfig):
+    """DRAG: demonstrations and retrieved documents in one long prompt."""
+
+    task: str = default_changed(AnswerConfig, "task", "multihop")
+    documents: int = setting(5, "drag/iterdrag: documents k per retrieval.", ge=0, le=1_000)
+    shots: int = setting(0, "drag/iterdrag: demonstrations m, from the demonstrations file.", ge=0, le=1_000)
+    demonstrations: str | Path | tuple = setting((), "drag/iterdrag: demonstrations file (`ragfunnel scale demos`).",
+                                                 operator_only=True, metavar="FILE")
+
+    def check(self) -> None:
+        super().check()
+        if self.task not in OPEN_TASKS:
+            raise ConfigError(f"DRAG and IterDRAG answer open questions; {option('task')} {self.task!r} is not one "
+                              f"of {', '.join(OPEN_TASKS)}")
+
+
+@dataclass(frozen=True)
+class IterDragConfig(DragConfig):
+    """IterDRAG: self-ask steps, each retrieving for its sub-question."""
+
+    max_tokens: int | None = default_changed(AnswerConfig, "max_tokens", STEP_TOKENS)
+    iterations: int = setting(5, "iterdrag: most follow-up steps n.", ge=1, le=20)
+
+
+def config_fields(configs: typing.Iterable[type]) -> dict[str, list[tuple[type, Option]]]:
+    """Every option of ``configs`` by name, with the configurations that have it (in the order given)."""
+    found: dict[str, list[tuple[type, Option]]] = {}
+    for config in configs:
+        for opt in options_of_config(config):
+            found.setdefault(opt.name, []).append((config, opt))
+    return found
+
+
+def build_config(config: type[C], options: dict[str, Any], *, method: str) -> C:
+    """``config`` from keyword ``options``; an option it does not have is an error listing those it has."""
+    valid = [o.name for o in options_of_config(config)]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"method {method} does not take {', '.join(map(option, unknown))}; it takes "
+                          f"{', '.join(map(option, valid))}")
+    return config(**options)

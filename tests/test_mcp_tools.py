@@ -1,0 +1,142 @@
+"""MCP's tools in process, over scripted models (no model loads): answers and searches run as jobs of the
+service's queue, and an answer's options pass the service's checks."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp", reason="needs the [mcp] extra")
+from mcp import Client  # noqa: E402
+
+from ragfunnel.llm import FakeLLM  # noqa: E402
+from ragfunnel.llm.registry import registered  # noqa: E402
+from ragfunnel.serve.mcp_tools import ToolState, build_server  # noqa: E402
+
+TEXT = "The ferry to Gull Rock leaves at nine."
+
+
+def reply(prompt: str, i: int) -> str:
+    return "Rationale: the ferry leaves at nine.\nAnswer: nine" if "Rationale:" in prompt else "nine"
+
+
+@pytest.fixture
+def root(tmp_path):
+    (tmp_path / "harbour.md").write_text(f"# Harbour\n\n{TEXT}\n")
+    return tmp_path
+
+
+def calls(state: ToolState, script, *, strong=reply):
+    """Run ``script(client)`` against the tools of ``state``, over models ``fake:light`` and ``fake:strong``."""
+    async def main():
+        async with Client(build_server(state)) as client:
+            return await script(client)
+
+    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(strong)):
+        try:
+            return anyio.run(main)
+        finally:
+            state.close()
+
+
+def tools_state(root, **given) -> ToolState:
+    return ToolState(root=root, light="fake:light", strong="fake:strong", **given)
+
+
+def test_an_answer_takes_checked_options_and_runs_as_a_job_with_its_stages_as_progress(root):
+    progress = []
+
+    async def script(client):
+        async def on_progress(done, total, message):
+            progress.append(message)
+
+        answered = await client.call_tool("answer", {"question": "When does the ferry leave?", "path": "harbour.md",
+                                                     "method": "op", "options": {"budget": 400}},
+                                          progress_callback=on_progress)
+        refusals = [await client.call_tool("answer", {"question": "When?", "text": TEXT, **arguments})
+                    for arguments in ({"method": "op", "options": {"samples": 3}},
+                                      {"method": "op", "options": {"strong": "gguf:/etc/passwd"}},
+                                      {"method": "auto", "options": {"budget": "huge"}},
+                                      {"method": "op", "max_seconds": 5},
+                                      {"method": "auto", "max_seconds": 5, "options": {"max_seconds": 6}},
+                                      {"method": "funnel"})]
+        within = await client.call_tool("answer", {"question": "When?", "text": TEXT, "max_seconds": 1000})
+        return answered, refusals, within
+
+    state = tools_state(root)
+    answered, refusals, within = calls(state, script)
+    assert not answered.is_error, answered.content
+    assert answered.structured_content["answer"] == "nine" and answered.structured_content["method"] == "op"
+    assert progress and progress[-1].endswith("done")
+    samples, operator, typed, not_auto, twice, corpus = (r.content[0].text for r in refusals)
+    assert all(r.is_error for r in refusals)
+    assert "does not take options.samples" in samples
+    assert "set by the server's operator" in operator
+    assert "options.budget" in typed
+    assert "does not take max_seconds" in not_auto
+    assert "max_seconds is given twice" in twice
+    assert "unknown method 'funnel' for a document" in corpus
+    assert not within.is_error, within.content
+    assert state._jobs is not None and state._jobs.pending == 0
+
+
+def test_calls_share_one_bounded_queue_a_full_one_is_refused_and_a_deadline_holds(root):
+    entered, release = threading.Event(), threading.Event()
+
+    def held(prompt, i):
+        entered.set()
+        release.wait(30)
+        return "nine"
+
+    async def script(client):
+        results = {}
+
+        async def first():
+            results["first"] = await client.call_tool("answer", {"question": "When?", "text": TEXT, "method": "lc"})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(first)
+            await anyio.to_thread.run_sync(entered.wait, 30)
+            results["busy"] = await client.call_tool("search", {"index": "lights", "query": "q", "top_k": 1})
+            release.set()
+        return results
+
+    state = tools_state(root, queue=1, indexes={"lights": root})
+    results = calls(state, script, strong=held)
+    assert results["busy"].is_error and "the server is busy" in results["busy"].content[0].text
+    assert not results["first"].is_error, results["first"].content
+
+
+def test_an_answer_past_the_deadline_is_an_error_and_the_next_one_is_answered(root):
+    release = threading.Event()
+
+    def strong(prompt, i):
+        release.wait(30)
+        return "nine"
+
+    async def script(client):
+        late = await client.call_tool("answer", {"question": "When?", "text": TEXT, "method": "lc"})
+        release.set()
+        prompt = await client.call_tool("answer", {"question": "When?", "text": TEXT, "method": "lc"})
+        return late, prompt
+
+    late, prompt = calls(tools_state(root, deadline=2.0), script, strong=strong)
+    assert late.is_error and "no result within the deadline of 2 s" in late.content[0].text
+    assert not prompt.is_error and prompt.structured_content["answer"] == "nine"
+
+
+def test_added_documents_are_kept_in_the_services_store(root):
+    async def script(client):
+        added = await client.call_tool("add_document", {"path": "harbour.md"})
+        again = await client.call_tool("add_document", {"path": "harbour.md"})
+        listed = await client.call_tool("list_documents", {})
+        doc_id = added.structured_content["document_id"]
+        answered = await client.call_tool("answer", {"question": "When?", "document_id": doc_id, "method": "lc"})
+        return added, again, listed, answered
+
+    added, again, listed, answered = calls(tools_state(root), script)
+    assert added.structured_content == again.structured_content
+    assert [d["document_id"] for d in listed.structured_content["result"]] == [added.structured_content["document_id"]]
+    assert not answered.is_error and answered.structured_content["citations"][0]["file"] == "harbour.md"
