@@ -231,6 +231,16 @@ def test_an_unsure_answer_climbs_and_the_most_confident_is_kept(support_decides)
     assert {s.detail.get("rung") for s in p.trace.stages[1:-1]} == {"op", "fb"}  # every rung's stages are kept
 
 
+def test_a_climb_streams_every_rungs_stages_once_as_the_trace_keeps_them(support_decides):
+    from tests.test_stage_events import Listener, streamed
+
+    with using_calibration(support_decides):
+        listener, p = streamed(lambda: _auto("quality", {"op": "Nowhere", "fb": "Elsewhere", "lc": "word8"})
+                               .run("Which word?", WORDS))
+    assert [r["method"] for r in p.trace.stages[-1].detail["rungs"]] == ["op", "fb", "lc"]
+    assert listener.done == Listener().final(p)  # no stage re-sent, none renamed, none dropped
+
+
 def test_balanced_never_climbs_and_quality_climbs_to_lc(support_decides):
     unsure = {"op": "Nowhere", "fb": "Elsewhere", "lc": "word8"}
     with using_calibration(support_decides):

@@ -260,7 +260,7 @@ def test_a_reader_past_its_time_is_killed_and_one_line(tmp_path):
         read_document(path, ReadLimits(max_pdf_seconds=0.3))
     assert str(refused.value) == "reading slow.pdf took over 0.3 s; raise the limit with max_pdf_seconds"
     assert time.monotonic() - started < 5
-    one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-seconds", "0.3"), "pass --max-pdf-seconds")
+    one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-seconds", "0.3"), "raise the limit with --max-pdf-seconds")
 
 
 # Encrypted by the standard security handler, revision 2 (40-bit RC4; PDF 1.7, 7.6.3), with an owner password

@@ -64,7 +64,7 @@ def test_tools_are_listed_and_paths_outside_the_root_refused(root):
 
     tools, added, listed, outside, absolute, symlink, bad_type, two_sources = session_run(root, calls)
     assert set(tools) == {"answer", "search", "add_document", "list_documents"}
-    assert {"question", "path", "text", "document_id", "method", "max_seconds"} <= set(
+    assert {"question", "path", "text", "document_id", "method", "options", "max_seconds"} <= set(
         tools["answer"].input_schema["properties"])
     doc = payload(added)
     assert doc["files"] == [{"name": "harbour.md", "format": "markdown", "pages": 0}]

@@ -9,10 +9,11 @@ from typing import Any
 
 import click
 
-from ragfunnel.cli.common import Command, Group, model_settings, ray_from, ray_options, timeout_option
+from ragfunnel.cli.common import Command, Group, config_option, model_settings, ray_from, ray_options, timeout_option
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY, check_free, out_file
+from ragfunnel.methods.config import IterDragConfig
 from ragfunnel.scaling.allocation import NORMALIZATIONS, fit, load_fit, save_fit, tasks_from_summaries
 from ragfunnel.scaling.fit_report import fit_report
 from ragfunnel.scaling.grid import (
@@ -158,10 +159,8 @@ def _print_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
 @click.option("--strategy", type=click.Choice(["drag", "iterdrag"]), default="drag", show_default=True,
               help="drag: question, answer and retrieved documents; iterdrag: self-ask chains the model writes, "
                    "kept only when the final answer holds a reference answer.")
-@click.option("--documents", type=click.IntRange(1, 10_000), default=5, show_default=True,
-              help="Documents k stored per retrieval.")
-@click.option("--iterations", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="iterdrag: most follow-up steps.")
+@config_option(IterDragConfig, "documents")
+@config_option(IterDragConfig, "iterations")
 @click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
               help="iterdrag: the model that writes the chains.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")

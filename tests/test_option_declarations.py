@@ -1,0 +1,153 @@
+"""Each option of each method is declared once, in its configuration (ragfunnel.methods.config), and every front
+end is generated from it: the command line, the request options of serve and the OpenAI endpoint, and MCP."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+
+from ragfunnel.methods import CONTEXT_METHODS, REGISTRY, Registered, config_of, make_method
+from ragfunnel.methods.config import RetrievalConfig, options_of_config, setting
+from ragfunnel.methods.order_preserving import OrderPreservingRAG
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "ragfunnel"
+# Command-line options that share a name with a method's option but are something else, and why.
+NOT_A_METHOD_OPTION = {
+    ("cli/scale.py", "--documents"): "a grid of k values to run, not one",
+    ("cli/scale.py", "--shots"): "a grid of m values to run, not one",
+    ("cli/scale.py", "--iterations"): "a grid of n values to run, not one",
+    ("cli/scale.py", "--demonstrations"): "the grid's demonstrations file, read by the grid, not by one method",
+    ("cli/scale.py", "--task"): "the grid's task",
+    ("cli/funnel.py", "--seed"): "the cross-encoder's training seed, not the drafts' sampling seed",
+    ("cli/ask.py", "--task"): "the question's task, a field of each front end's own",
+    ("cli/evaluate.py", "--task"): "the dataset's task, a field of each front end's own",
+    ("cli/scale.py", "--budget"): "the planner's effective-context budget L_max, not a method's",
+    ("cli/main.py", "--top-k"): "search: the passages to return, not the drafts' top-k sampling",
+    ("serve/request_bodies.py", "top_k"): "search: the passages to return, not the drafts' top-k sampling",
+    ("serve/mcp_tools.py", "top_k"): "search: the passages to return, not the drafts' top-k sampling",
+    ("serve/openai_compat.py", "temperature"): "the OpenAI wire format's own field",
+    ("serve/openai_compat.py", "top_p"): "the OpenAI wire format's own field",
+    ("serve/openai_compat.py", "max_tokens"): "the OpenAI wire format's own field",
+    ("serve/openai_compat.py", "seed"): "the OpenAI wire format's own field",
+}
+
+
+def every_option() -> dict[str, set[str]]:
+    """Option name -> the methods that take it (over a context or an index)."""
+    found: dict[str, set[str]] = {}
+    for name, entry in REGISTRY.items():
+        for registered in filter(None, (entry, entry.over_index)):
+            for opt in options_of_config(registered.config):
+                if opt.spec.front_end:
+                    found.setdefault(opt.name, set()).add(name)
+    return found
+
+
+def mcp_schema() -> dict:
+    pytest.importorskip("mcp", reason="needs the [mcp] extra")
+    import anyio
+
+    from ragfunnel.serve.mcp_tools import ToolState, build_server
+
+    server = build_server(ToolState(root=Path.cwd()))
+    tools = anyio.run(server.list_tools)
+    return next(t for t in tools if t.name == "answer").input_schema
+
+
+def where_each_option_appears() -> dict[str, list[str]]:
+    from ragfunnel.cli.ask import ask
+    from ragfunnel.cli.evaluate import eval_command
+    from ragfunnel.serve.options import client_options
+
+    ask_params = {p.name for p in ask.params}
+    eval_params = {p.name for p in eval_command.params}
+    mcp = str(mcp_schema())
+    table: dict[str, list[str]] = {}
+    for name, methods in every_option().items():
+        places = []
+        places += ["ask"] if name in ask_params else []
+        places += ["eval"] if name in eval_params else []
+        places += ["serve"] if any(name in client_options(m) for m in methods) else []
+        places += ["mcp"] if f"'{name}'" in mcp else []
+        table[name] = places
+    return table
+
+
+def test_every_option_appears_in_every_front_end_that_may_set_it():
+    operator = {o.name for c in {e.config for e in REGISTRY.values()} for o in options_of_config(c)
+                if o.spec.operator_only}
+    table = where_each_option_appears()
+    print("\n".join(f"{name:20} {', '.join(places)}" for name, places in sorted(table.items())))
+    for name, places in table.items():
+        expected = ["ask", "eval"] if name in operator else ["ask", "eval", "serve", "mcp"]
+        if name not in operator and not set(every_option()[name]) & set(CONTEXT_METHODS):
+            expected = ["ask", "eval", "serve"]  # MCP answers over documents, with the context methods
+        assert places == expected, f"{name} appears in {places}, expected {expected}"
+
+
+def _click_flags(tree: ast.AST) -> list[tuple[str, int]]:
+    flags = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "option"
+                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            flags.append((node.args[0].value.split("/")[0], node.lineno))
+    return flags
+
+
+def test_no_option_is_declared_a_second_time():
+    """Outside the configurations, nothing declares a method's option again: no click option spelled by hand, no
+    pydantic field, no tool parameter, no method keyword."""
+    names = set(every_option()) | {"task"}
+    flags = {"--" + n.replace("_", "-") for n in names}
+    again = []
+    for path in SRC.rglob("*.py"):
+        where = str(path.relative_to(SRC))
+        if where == "methods/config.py":
+            continue
+        tree = ast.parse(path.read_text())
+        again += [f"{where}:{line} {flag}" for flag, line in _click_flags(tree)
+                  if flag in flags and (where, flag) not in NOT_A_METHOD_OPTION]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(b) == "BaseModel" for b in node.bases):
+                again += [f"{where}:{item.lineno} {item.target.id}" for item in node.body
+                          if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                          and item.target.id in names - {"task"}
+                          and (where, item.target.id) not in NOT_A_METHOD_OPTION]
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__" and where.startswith("methods/"):
+                again += [f"{where}:{node.lineno} {a.arg}" for a in node.args.args + node.args.kwonlyargs
+                          if a.arg in names]
+            if where == "serve/mcp_tools.py" and isinstance(node, ast.AsyncFunctionDef):
+                again += [f"{where}:{node.lineno} {a.arg}" for a in node.args.args + node.args.kwonlyargs
+                          if a.arg in names and (where, a.arg) not in NOT_A_METHOD_OPTION]
+    assert not again, "declared again outside methods/config.py:\n" + "\n".join(sorted(again))
+
+
+@dataclass(frozen=True)
+class WithANewOption(RetrievalConfig):
+    novelty: int = setting(3, "A new option, for this test.", ge=1, le=9)
+
+
+def test_a_new_field_is_a_new_option_in_all_four_front_ends(monkeypatch):
+    from ragfunnel.cli.common import method_options
+    from ragfunnel.errors import ConfigError
+    from ragfunnel.serve.options import checked_options, client_model
+
+    monkeypatch.setitem(REGISTRY, "op", Registered(OrderPreservingRAG, WithANewOption, "context"))
+    client_model.cache_clear()
+    try:
+        probe = method_options(click.command()(lambda **given: None))
+        flag = next(p for p in probe.params if p.name == "novelty")
+        assert flag.opts == ["--novelty"] and "A new option" in flag.help and "[default: 3]" in flag.help
+        assert "novelty" in client_model("op").model_fields
+        with pytest.raises(ConfigError) as refused:
+            checked_options("op", {"novelty": 10})
+        assert refused.value.spelled(lambda n: f"options.{n}") == "options.novelty must be between 1 and 9, got 10"
+        assert "'novelty'" in str(mcp_schema())
+        assert make_method("op", novelty=4).config.novelty == 4
+        assert config_of("op") is WithANewOption
+    finally:
+        client_model.cache_clear()
