@@ -349,7 +349,8 @@ def test_ask_needs_exactly_one_source_and_a_matching_method(tmp_path):
     ctx.write_text("Some text.")
     assert_one_line_error(run("ask", "Who?"), "either --context PATH")
     assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--index", str(tmp_path)), "not both")
-    assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--method", "funnel"), "pass --index instead of --context")
+    assert_one_line_error(run("ask", "Who?", "--context", str(ctx), "--method", "funnel"),
+                          "pass --index instead of --context")
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--method", "op"), "--index answers with")
     assert_one_line_error(run("ask", "Who?", "--index", str(tmp_path), "--budget", "500"),
                           "does not take --budget")

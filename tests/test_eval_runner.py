@@ -142,9 +142,11 @@ def test_resume_after_sigkill_yields_exactly_one_row_per_pair(tmp_path):
 
 
 def test_every_pair_starts_with_cold_prompt_caches(tmp_path):
+    from ragfunnel.llm import Capabilities
     from ragfunnel.llm.registry import registered
 
     class Cached(FakeLLM):
+        capabilities = Capabilities(reset=True)
         resets = 0
 
         def reset(self):

@@ -123,7 +123,8 @@ def check_source(name: str, *, index: CorpusIndex | str | Path | None) -> None:
     """Refuse a corpus method without an index, and a context method given one."""
     kind = method_kind(name)
     if kind == "context" and index is not None and name not in OVER_INDEX:
-        raise ConfigError(f"{option('index')} answers with method {', '.join([*CORPUS_METHODS, *OVER_INDEX])}; "
+        raise ConfigError(f"{option('index')} answers with {option('method')} "
+                          f"{', '.join([*CORPUS_METHODS, *OVER_INDEX])}; "
                           f"{name} reads {option('context')}")
     if kind == "corpus" and index is None:
         raise ConfigError(f"method {name} answers from a corpus index; pass {option('index')} instead of "

@@ -49,8 +49,8 @@ def check_options(config: DragConfig, index: CorpusIndex | str | Path) -> Option
 def refuse_choices(method: str, choices: list[str] | None) -> None:
     """DRAG and IterDRAG answer open questions: options to choose from have no place in their prompts."""
     if choices is not None:
-        raise ConfigError(f"{method} answers open questions and takes no {option('choices')}; method funnel "
-                          "answers multiple-choice questions from an index")
+        raise ConfigError(f"{method} answers open questions and takes no {option('choices')}; "
+                          f"{option('method')} funnel answers multiple-choice questions from an index")
 
 
 def as_chunks(documents: Sequence[Document], scores: dict[str, float]) -> list[ScoredChunk]:

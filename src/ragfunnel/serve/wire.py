@@ -32,12 +32,14 @@ def event_frame(kind: str, data: Any) -> str:
 
 
 REQUEST_FIELDS = frozenset(name for body in (DocumentIn, AnswerIn, SearchIn) for name in body.model_fields)
+SENT_AS = {"context": "text or document_id"}  # library options a request carries in fields of other names
 
 
 def http_spelling(name: str) -> str:
     """An option named in an error, as a client writes it: a field of the request body as it is
-    (``document_id``), any other option inside the body's ``options`` (``options.budget``)."""
-    return name if name in REQUEST_FIELDS else f"options.{name}"
+    (``document_id``; the context is ``text or document_id``), any other option inside the body's ``options``
+    (``options.budget``)."""
+    return SENT_AS.get(name) or (name if name in REQUEST_FIELDS else f"options.{name}")
 
 
 def status_of(error: RagfunnelError) -> int:
