@@ -110,7 +110,8 @@ def test_every_decoding_chain_is_followed_both_to_read_and_to_refuse(tmp_path, c
     assert "Gull Rock timetable" in read_document(small, ReadLimits(max_pdf_stream_mb=1)).text
     bomb = one_page(tmp_path / "bomb.pdf", stream(encode(b" " * (6 * MIB) + TEXT_OPS), dictionary))
     assert bomb.stat().st_size < MIB / 10
-    with pytest.raises(InputError, match="a compressed stream expands past 2 MB .* raise the limit with max_pdf_stream_mb"):
+    with pytest.raises(InputError, match="a compressed stream expands past 2 MB .* raise the limit with "
+                                         "max_pdf_stream_mb"):
         read_document(bomb, ReadLimits(max_pdf_stream_mb=2))
 
 
@@ -260,7 +261,8 @@ def test_a_reader_past_its_time_is_killed_and_one_line(tmp_path):
         read_document(path, ReadLimits(max_pdf_seconds=0.3))
     assert str(refused.value) == "reading slow.pdf took over 0.3 s; raise the limit with max_pdf_seconds"
     assert time.monotonic() - started < 5
-    one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-seconds", "0.3"), "raise the limit with --max-pdf-seconds")
+    one_line(invoke("ask", "Q?", "--context", path, "--max-pdf-seconds", "0.3"),
+             "raise the limit with --max-pdf-seconds")
 
 
 # Encrypted by the standard security handler, revision 2 (40-bit RC4; PDF 1.7, 7.6.3), with an owner password

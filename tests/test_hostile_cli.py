@@ -166,7 +166,8 @@ def test_ask_choice_task_without_options_names_the_cli_option(tmp_path):
     context = tmp_path / "c.txt"
     context.write_text("Martha Quill was born in Port Ellis. " * 5)
     one_line(invoke("ask", "Where?", "--context", context, "--task", "choice", "--method", "lc",
-                    "--strong", "openai:http://127.0.0.1:9/v1#m"), "the choice task needs its options (--choice, one per option)")
+                    "--strong", "openai:http://127.0.0.1:9/v1#m"),
+             "the choice task needs its options (--choice, one per option)")
 
 
 def test_a_text_without_spaces_says_so_instead_of_suggesting_smaller_chunks():

@@ -319,15 +319,6 @@ class IterDragConfig(DragConfig):
     iterations: int = setting(5, "iterdrag: most follow-up steps n.", ge=1, le=20)
 
 
-def config_fields(configs: typing.Iterable[type]) -> dict[str, list[tuple[type, Option]]]:
-    """Every option of ``configs`` by name, with the configurations that have it (in the order given)."""
-    found: dict[str, list[tuple[type, Option]]] = {}
-    for config in configs:
-        for opt in options_of_config(config):
-            found.setdefault(opt.name, []).append((config, opt))
-    return found
-
-
 def build_config(config: type[C], options: dict[str, Any], *, method: str) -> C:
     """``config`` from keyword ``options``; an option it does not have is an error listing those it has."""
     valid = [o.name for o in options_of_config(config)]

@@ -10,8 +10,8 @@ The tools share the service's parts: answers and searches run as jobs of a
 :class:`~ragfunnel.serve.jobs.JobQueue` (one generation at a time, bounded, each with a deadline; a client
 that cancels its call cancels the job), an answer's method and options pass
 :func:`~ragfunnel.serve.answering.checked_method` as ``/v1/answer``'s do, and documents are kept in a
-:class:`~ragfunnel.serve.documents.DocumentStore`. The queue is made by the first answer or search, which
-resolves the models, so a host lists the tools and adds documents without waiting for them.
+:class:`~ragfunnel.serve.documents.DocumentStore`. The ``answer`` tool's ``options`` schema is generated from
+the methods' configurations. Models load in the first answer's job, so a host lists the tools at once.
 """
 
 from __future__ import annotations
@@ -22,29 +22,33 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import WithJsonSchema
 
 from ragfunnel.api import answer_located
 from ragfunnel.api import search as ragfunnel_search
 from ragfunnel.documents import LocatedContext, ReadLimits, read_context, resolved
 from ragfunnel.errors import InputError, RagfunnelError
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.methods import DEFAULT_METHOD, METHODS, make_method, method_kind
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
+from ragfunnel.methods import CONTEXT_METHODS, DEFAULT_METHOD, make_method
 from ragfunnel.methods.base import check_question
 from ragfunnel.serve.answering import checked_method
 from ragfunnel.serve.documents import DocumentStore
 from ragfunnel.serve.jobs import Job, JobQueue, QueueFull
 from ragfunnel.serve.mcp_stdio import run_stdio
+from ragfunnel.serve.options import client_model
 from ragfunnel.serve.settings import SEARCH_TOP_K
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace, on_stage
 
 MCP_PATH = "/v1/mcp"
+# Options the answer tool also takes beside ``options``, as clients written before ``options`` existed set them.
+ALONE = ("max_seconds",)
 
 
 @dataclass
@@ -62,7 +66,6 @@ class ToolState:
     deadline: float = 600.0
     documents: DocumentStore = field(default_factory=DocumentStore)
     _jobs: JobQueue | None = field(default=None, init=False, repr=False)
-    _making_jobs: anyio.Lock = field(default_factory=anyio.Lock, init=False, repr=False)
 
     def inside(self, given: str) -> Path:
         """``given`` (relative to the root, or absolute) if it resolves inside the root; refused otherwise."""
@@ -111,7 +114,7 @@ class ToolState:
                   on_stage: Callable[[StageTrace], None] | None = None) -> Any:
         """``work`` as a job of the queue, and its result; a full queue or a passed deadline is an error
         for the client, and a call the client cancels cancels the job."""
-        jobs = await self._queue()
+        jobs = self._queue()
         try:
             job = jobs.submit(work, label=label, on_stage=on_stage)
             return await jobs.result(job, deadline=self.deadline)
@@ -120,12 +123,11 @@ class ToolState:
         except TimeoutError:
             raise ToolError(f"{label}: no result within the deadline of {self.deadline:g} s") from None
 
-    async def _queue(self) -> JobQueue:
-        """The job queue, made by the first call that needs it: the models are resolved then, off the event loop."""
-        async with self._making_jobs:
-            if self._jobs is None:
-                light, strong = await anyio.to_thread.run_sync(lambda: (resolve(self.light), resolve(self.strong)))
-                self._jobs = JobQueue([light, strong], capacity=self.queue, streaming=strong)
+    def _queue(self) -> JobQueue:
+        """The job queue, made by the first answer or search (on the event loop, where every tool runs), so a
+        session that only lists tools or adds documents starts no worker."""
+        if self._jobs is None:
+            self._jobs = JobQueue(capacity=self.queue)
         return self._jobs
 
     def close(self) -> None:
@@ -135,19 +137,47 @@ class ToolState:
 
 
 def answer_options(method: str | None, options: dict[str, Any] | None,
-                   max_seconds: float | None) -> tuple[str, dict[str, Any]]:
-    """The ``answer`` tool's method and options, checked as ``/v1/answer`` checks a request's; ``max_seconds``,
-    a parameter of the tool of its own, is one of auto's options."""
+                   alone: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``answer`` tool's method and options, checked as ``/v1/answer`` checks a request's; ``alone`` are
+    the options of :data:`ALONE` given beside ``options``."""
     name = method or DEFAULT_METHOD
-    if name not in METHODS or method_kind(name) != "context":
-        raise InputError(f"unknown method {name!r} for a document; use one of "
-                         f"{', '.join(m for m in METHODS if method_kind(m) == 'context')}")
+    if name not in CONTEXT_METHODS:
+        raise InputError(f"unknown method {name!r} for a document; use one of {', '.join(CONTEXT_METHODS)}")
     given = dict(options or {})
-    if max_seconds is not None:
-        if "max_seconds" in given:
-            raise InputError("max_seconds is given twice; pass it as the parameter or in options, not both")
-        given["max_seconds"] = max_seconds
+    for option_name, value in alone.items():
+        if value is None:
+            continue
+        if option_name in given:
+            raise InputError(f"{option_name} is given twice; pass it on its own or in options, not both")
+        given[option_name] = value
     return checked_method(name, given, task="qa")
+
+
+def options_schema() -> dict[str, Any]:
+    """The JSON schema of the answer tool's ``options``: every option a request may set for a method that reads
+    a document, with its type, bounds and help from the method's configuration (the chosen method's own check
+    runs when the tool is called; a default that differs between methods is in the help)."""
+    properties: dict[str, Any] = {}
+    for name in CONTEXT_METHODS:
+        for option_name, schema in client_model(name).model_json_schema().get("properties", {}).items():
+            properties.setdefault(option_name, {k: v for k, v in schema.items() if k != "default"})
+    return {"type": "object", "properties": dict(sorted(properties.items())), "additionalProperties": False,
+            "description": "The method's options (GET /v1/methods in `ragfunnel serve` lists each method's)."}
+
+
+def with_generated_options(answer: Callable[..., Any]) -> Callable[..., Any]:
+    """``answer`` with its ``options`` parameter typed by :func:`options_schema` and the options of :data:`ALONE`
+    as parameters, each as auto's configuration declares it: the tool's schema is generated, never written
+    twice. The tool receives the options of :data:`ALONE` as keyword arguments."""
+    signature = inspect.signature(answer, eval_str=True)
+    auto = client_model("auto").model_json_schema()["properties"]
+    options = Annotated[dict[str, Any], WithJsonSchema(options_schema())] | None
+    parameters = [p.replace(annotation=options) if p.name == "options" else p
+                  for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                     annotation=Annotated[Any, WithJsonSchema(auto[name])]) for name in ALONE]
+    answer.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return answer
 
 
 def build_server(state: ToolState) -> MCPServer:
@@ -163,16 +193,17 @@ def build_server(state: ToolState) -> MCPServer:
         return ToolError(error.spelled(lambda name: name if name in arguments else f"options.{name}"))
 
     @server.tool()
+    @with_generated_options
     async def answer(question: str, path: str | None = None, text: str | None = None,
                      document_id: str | None = None, method: str | None = None,
-                     options: dict[str, Any] | None = None, max_seconds: float | None = None,
-                     ctx: Context | None = None) -> dict[str, Any]:
+                     options: dict[str, Any] | None = None, ctx: Context | None = None,
+                     **alone: Any) -> dict[str, Any]:
         """Answer a question from a file or folder under the root (`path`), a `text`, or a stored
-        `document_id`. `method`: auto (default), fb, op, lc, ... ; `options`: the method's options a request
-        may set (e.g. budget); `max_seconds` bounds auto's choice."""
+        `document_id`. `method`: auto (default), fb, op, lc, ... ; `options`: the method's options (e.g.
+        budget); `max_seconds` (also an option) bounds auto's choice by its predicted time."""
         try:
             source = state.source(path=path, text=text, document_id=document_id)
-            name, chosen_options = answer_options(method, options, max_seconds)
+            name, chosen_options = answer_options(method, options, alone)
         except RagfunnelError as e:
             raise refused(e) from None
 
