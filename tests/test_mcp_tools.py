@@ -79,7 +79,6 @@ def test_an_answer_takes_checked_options_and_runs_as_a_job_with_its_stages_as_pr
     assert "max_seconds is given twice" in twice
     assert "unknown method 'funnel' for a document" in corpus
     assert not within.is_error, within.content
-    assert state._jobs is not None and state._jobs.pending == 0
 
 
 def test_calls_share_one_bounded_queue_a_full_one_is_refused_and_a_deadline_holds(root):

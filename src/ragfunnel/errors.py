@@ -32,6 +32,10 @@ class RagfunnelError(Exception):
     def __str__(self) -> str:
         return self.spelled(python_spelling)
 
+    def marked(self) -> str:
+        """The message with its options still marked: for a new error that wraps this one."""
+        return self.spelled(option)
+
 
 class ConfigError(RagfunnelError):
     """A bad option: unknown name, impossible value, conflicting settings."""

@@ -315,7 +315,8 @@ def saving(path: Path, saved: Callable[[], int]) -> Iterator[None]:
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: {saved()} rows saved in {path}; re-run to resume") from None
     except BackendUnavailable as e:
-        raise BackendUnavailable(f"{e} ({saved()} rows saved in {path}; re-run to resume once it is back)") from e
+        raise BackendUnavailable(f"{e.marked()} ({saved()} rows saved in {path}; re-run to resume once it is "
+                                 "back)") from e
 
 
 class RunDir(Generic[R]):

@@ -15,10 +15,10 @@ from typing import Any
 
 import click
 
-from ragfunnel.cli.common import document_options, model_settings, read_limits
+from ragfunnel.cli.common import config_option, document_options, model_settings, read_limits
 from ragfunnel.errors import ConfigError, MissingExtra
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
-from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
+from ragfunnel.methods.config import FunnelConfig
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,8 @@ def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
 @click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
               help="A corpus index (`ragfunnel index`) clients may search and ask by NAME (repeatable); clients "
                    "never pass paths.")
-@click.option("--pre-ranker", default=DEFAULT_PRE_RANKER, show_default=True, metavar="SPEC",
-              help="Funnel search's stage 2 document ranker (with --index).")
-@click.option("--post-ranker", default=DEFAULT_LIGHT, show_default=True, metavar="SPEC",
-              help="Funnel search's stage 3 attention model (with --index).")
+@config_option(FunnelConfig, "pre_ranker")
+@config_option(FunnelConfig, "post_ranker")
 @click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
               help="Also answer requests addressed to NAME (the Host header); loopback names always are. Others get "
                    "421, which stops web pages reaching the server by DNS rebinding. '*' answers any (needs --token).")

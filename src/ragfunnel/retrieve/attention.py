@@ -359,6 +359,6 @@ def load_post_ranker(spec: str, **kwargs) -> AttentionPostRanker:
         try:
             check_gguf_file(Path(rest))  # before the file is hashed or handed to transformers
         except ModelError as e:
-            raise ModelError(f"post-ranker: {e}; or pass {POST_RANKERS}") from None
+            raise ModelError(f"post-ranker: {e.marked()}; or pass {POST_RANKERS}") from None
         return AttentionPostRanker.from_gguf(rest, **kwargs)
     return AttentionPostRanker(spec, **kwargs)

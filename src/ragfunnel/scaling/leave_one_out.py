@@ -187,7 +187,7 @@ def leave_one_dataset_out(
         try:
             allocation = fit(others, metric=metric, normalize=normalize)
         except ConfigError as e:
-            raise ConfigError(f"fitting without {name}: {e}") from None
+            raise ConfigError(f"fitting without {name}: {e.marked()}") from None
         i = {t.method: t.i for t in tasks[name]}
         notes = [f"{method} is not a candidate: {name} lacks its base configurations"
                  for method in sorted({s.config.method for s in rows} - set(i))]
