@@ -139,3 +139,29 @@ def test_added_documents_are_kept_in_the_services_store(root):
     assert added.structured_content == again.structured_content
     assert [d["document_id"] for d in listed.structured_content["result"]] == [added.structured_content["document_id"]]
     assert not answered.is_error and answered.structured_content["citations"][0]["file"] == "harbour.md"
+
+
+def test_a_search_runs_as_a_job_with_its_own_size(root, monkeypatch):
+    from ragfunnel import api
+    from ragfunnel.corpus.index_build import build_index
+    from tests.test_drag import corpus
+    from tests.test_funnel import WordOverlap
+
+    monkeypatch.setattr("ragfunnel.methods.funnel.load_pre_ranker", lambda *a, **k: WordOverlap())
+    monkeypatch.setattr("ragfunnel.retrieve.attention.load_post_ranker", lambda *a, **k: WordOverlap())
+    build_index(corpus(), root / "ix", source="test")
+    api._funnel.cache_clear()
+
+    async def script(client):
+        sizes = [await client.call_tool("search", {"index": "lights", "query": "Where was Martha Quill born?",
+                                                   "top_k": k}) for k in (1, 3)]
+        too_many = await client.call_tool("search", {"index": "lights", "query": "q", "top_k": 101})
+        return sizes, too_many
+
+    state = tools_state(root, indexes={"lights": root / "ix"})
+    (one, three), too_many = calls(state, script)
+    api._funnel.cache_clear()
+    assert [len(r.structured_content["result"]) for r in (one, three)] == [1, 3]
+    assert one.structured_content["result"][0]["title"] == "Port Ellis"
+    assert too_many.is_error and "top_k must be between 1 and 100" in too_many.content[0].text
+    assert state._jobs is not None  # the searches went through the queue

@@ -113,9 +113,9 @@ class ServiceState:
 
     @classmethod
     def started(cls, settings: Settings, loaded: Loaded) -> ServiceState:
-        """The state of a service starting with ``loaded``: no documents yet, and one queue whose running job
-        both models' cancellation follows (the strong model's text is what streams)."""
-        jobs = JobQueue([loaded.light, loaded.strong], capacity=settings.queue, streaming=loaded.strong)
+        """The state of a service starting with ``loaded``: no documents yet, and one queue for every job (the
+        strong model's text is what streams)."""
+        jobs = JobQueue(capacity=settings.queue, streaming=loaded.strong)
         return cls(settings, loaded.light, loaded.strong, loaded.indexes, DocumentStore(settings.documents), jobs)
 
     @property
