@@ -64,8 +64,10 @@ def test_tools_are_listed_and_paths_outside_the_root_refused(root):
 
     tools, added, listed, outside, absolute, symlink, bad_type, two_sources = session_run(root, calls)
     assert set(tools) == {"answer", "search", "add_document", "list_documents"}
-    assert {"question", "path", "text", "document_id", "method", "options", "max_seconds"} <= set(
+    assert {"question", "path", "text", "document_id", "method", "options"} <= set(
         tools["answer"].input_schema["properties"])
+    options = tools["answer"].input_schema["properties"]["options"]["anyOf"][0]
+    assert "max_seconds" in options["properties"] and options["additionalProperties"] is False
     doc = payload(added)
     assert doc["files"] == [{"name": "harbour.md", "format": "markdown", "pages": 0}]
     assert [d["document_id"] for d in payload(listed)] == [doc["document_id"]]

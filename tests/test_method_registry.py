@@ -40,16 +40,14 @@ def test_every_method_has_one_kind():
         method_kind("magic")
 
 
-def test_strong_names_the_answering_model_of_every_method_and_index_is_no_option():
-    assert all("strong" in options_of(m) for m in METHODS)
-    assert not any("index" in options_of(m) or "llm" in options_of(m) for m in METHODS)
-    assert options_of("iterdrag") == ["strong", "documents", "shots", "demonstrations", "task", "iterations",
-                                      "max_tokens"]
+def test_the_models_and_the_index_are_no_option_of_a_configuration():
+    assert not any({"index", "light", "strong"} & set(options_of(m)) for m in METHODS)
+    assert options_of("iterdrag") == ["task", "max_tokens", "documents", "shots", "demonstrations", "iterations"]
 
 
 @pytest.mark.parametrize("name, options, match", [
-    ("drag", {"budget": 10}, "method drag does not take budget; it takes strong, documents, shots"),
-    ("op", {"documents": 2}, "method op does not take documents; it takes strong, task, budget"),
+    ("drag", {"budget": 10}, "method drag does not take budget; it takes task, max_tokens, documents, shots"),
+    ("op", {"documents": 2}, "method op does not take documents; it takes task, max_tokens, budget, chunk_words"),
 ])
 def test_options_are_checked_the_same_way_for_both_kinds(index, name, options, match):
     with pytest.raises(ConfigError, match=match):
@@ -57,11 +55,9 @@ def test_options_are_checked_the_same_way_for_both_kinds(index, name, options, m
 
 
 def test_a_method_and_its_source_must_match(index):
-    with pytest.raises(ConfigError, match="^--method drag answers from a corpus index; pass --index DIR instead "
-                                          "of --context$"):
+    with pytest.raises(ConfigError, match="^method drag answers from a corpus index; pass index instead of context$"):
         make_method("drag")
-    with pytest.raises(ConfigError, match="^--index answers with --method funnel, drag, iterdrag, fb; op reads a "
-                                          "--context$"):
+    with pytest.raises(ConfigError, match="^index answers with method funnel, drag, iterdrag, fb; op reads context$"):
         make_method("op", index=index)
 
 
@@ -98,7 +94,7 @@ def test_answer_reaches_both_kinds_from_exactly_one_source(index):
     for sources in ({}, {"context": CONTEXT, "index": index}):
         with pytest.raises(ConfigError, match="pass exactly one"):
             ragfunnel.answer("Who?", **sources)
-    with pytest.raises(ConfigError, match="pass --index DIR instead of --context"):
+    with pytest.raises(ConfigError, match="pass index instead of context"):
         ragfunnel.answer("Who?", CONTEXT, method="iterdrag")
 
 

@@ -47,8 +47,6 @@ from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace, on_stage
 
 MCP_PATH = "/v1/mcp"
-# Options the answer tool also takes beside ``options``, as clients written before ``options`` existed set them.
-ALONE = ("max_seconds",)
 
 
 @dataclass
@@ -136,21 +134,12 @@ class ToolState:
             self._jobs.close(wait=0.0)
 
 
-def answer_options(method: str | None, options: dict[str, Any] | None,
-                   alone: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The ``answer`` tool's method and options, checked as ``/v1/answer`` checks a request's; ``alone`` are
-    the options of :data:`ALONE` given beside ``options``."""
+def answer_options(method: str | None, options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The ``answer`` tool's method and options, checked as ``/v1/answer`` checks a request's."""
     name = method or DEFAULT_METHOD
     if name not in CONTEXT_METHODS:
         raise InputError(f"unknown method {name!r} for a document; use one of {', '.join(CONTEXT_METHODS)}")
-    given = dict(options or {})
-    for option_name, value in alone.items():
-        if value is None:
-            continue
-        if option_name in given:
-            raise InputError(f"{option_name} is given twice; pass it on its own or in options, not both")
-        given[option_name] = value
-    return checked_method(name, given, task="qa")
+    return checked_method(name, dict(options or {}), task="qa")
 
 
 def options_schema() -> dict[str, Any]:
@@ -166,16 +155,11 @@ def options_schema() -> dict[str, Any]:
 
 
 def with_generated_options(answer: Callable[..., Any]) -> Callable[..., Any]:
-    """``answer`` with its ``options`` parameter typed by :func:`options_schema` and the options of :data:`ALONE`
-    as parameters, each as auto's configuration declares it: the tool's schema is generated, never written
-    twice. The tool receives the options of :data:`ALONE` as keyword arguments."""
+    """``answer`` with its ``options`` parameter typed by :func:`options_schema`: the tool's schema of the
+    methods' options is generated from their configurations, never written twice."""
     signature = inspect.signature(answer, eval_str=True)
-    auto = client_model("auto").model_json_schema()["properties"]
     options = Annotated[dict[str, Any], WithJsonSchema(options_schema())] | None
-    parameters = [p.replace(annotation=options) if p.name == "options" else p
-                  for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    parameters += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                     annotation=Annotated[Any, WithJsonSchema(auto[name])]) for name in ALONE]
+    parameters = [p.replace(annotation=options) if p.name == "options" else p for p in signature.parameters.values()]
     answer.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return answer
 
@@ -196,14 +180,13 @@ def build_server(state: ToolState) -> MCPServer:
     @with_generated_options
     async def answer(question: str, path: str | None = None, text: str | None = None,
                      document_id: str | None = None, method: str | None = None,
-                     options: dict[str, Any] | None = None, ctx: Context | None = None,
-                     **alone: Any) -> dict[str, Any]:
+                     options: dict[str, Any] | None = None, ctx: Context | None = None) -> dict[str, Any]:
         """Answer a question from a file or folder under the root (`path`), a `text`, or a stored
         `document_id`. `method`: auto (default), fb, op, lc, ... ; `options`: the method's options (e.g.
-        budget); `max_seconds` (also an option) bounds auto's choice by its predicted time."""
+        budget, or max_seconds to bound auto's choice by its predicted time)."""
         try:
             source = state.source(path=path, text=text, document_id=document_id)
-            name, chosen_options = answer_options(method, options, alone)
+            name, chosen_options = answer_options(method, options)
         except RagfunnelError as e:
             raise refused(e) from None
 

@@ -58,17 +58,6 @@ def client_model(method: str, *, over_index: bool = False) -> type[BaseModel]:
     return create_model(name, __config__=ConfigDict(extra="forbid", strict=True), **fields)
 
 
-def any_method_model(methods: tuple[str, ...]) -> type[BaseModel]:
-    """Every option a request may set for any of ``methods``, each optional: the schema of a tool that takes the
-    method by name (MCP's ``answer``); :func:`checked_options` then checks them against the method chosen.
-    Built when asked, so a new field appears in it."""
-    fields: dict[str, Any] = {}
-    for method in methods:
-        for name, opt in _client_fields(method).items():
-            fields.setdefault(name, _client_field(opt, optional=True))
-    return create_model("AnswerOptions", __config__=ConfigDict(extra="forbid"), **fields)
-
-
 def client_options(method: str, *, over_index: bool = False) -> list[str]:
     """The options a request may set for ``method``."""
     return sorted(client_model(method, over_index=over_index).model_fields)
