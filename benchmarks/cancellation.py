@@ -94,7 +94,7 @@ def main() -> None:
     light, strong = resolve(args.light), resolve(args.strong)
     light.warm_up()
     strong.warm_up()
-    jobs = JobQueue({id(m): m for m in (light, strong)}.values(), capacity=4, streaming=strong)
+    jobs = JobQueue(capacity=4, streaming=strong)
     work = cases(light, strong)
     runs: dict[str, list[dict]] = {name: [] for name in args.cases.split(",")}
     try:

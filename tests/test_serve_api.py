@@ -132,7 +132,7 @@ def test_a_failing_model_is_503_and_the_server_keeps_serving(client):
 
 def test_the_queue_is_bounded_and_cancels_what_nobody_waits_for():
     gate = threading.Event()
-    jobs = JobQueue([], capacity=2)
+    jobs = JobQueue(capacity=2)
     first = jobs.submit(lambda job: gate.wait(10), label="first")
     second = jobs.submit(lambda job: job.check() or "ran", label="second")
     with pytest.raises(QueueFull) as full:

@@ -42,7 +42,7 @@ def test_client_models_forbid_anything_else(method):
 def test_options_naming_models_files_or_urls_are_refused(method, option, value):
     with pytest.raises(ConfigError) as refused:
         checked_options(method, {option: value})
-    assert http_message(refused.value).startswith(f"option options.{option} is set by the server's operator")
+    assert http_message(refused.value).startswith(f"options.{option} is set by the server's operator")
 
 
 @pytest.mark.parametrize("method, options, message", [

@@ -155,7 +155,7 @@ def bombs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.mark.parametrize(("bomb", "refusal"), [
     ("flate", "flate.pdf: a compressed stream expands past 16 MB (a decompression bomb?); raise the limit with "
-              "options.max_pdf_stream_mb"),
+              "the server's max_pdf_stream_mb setting"),
     ("tree", "tree.pdf has 50,000 pages, over the limit of 10,000"),
     ("looped", "damaged PDF: looped.pdf (pdfium: "),
 ])

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ragfunnel.api import answer_located
 from ragfunnel.corpus.funnel import flat_search
 from ragfunnel.documents import LocatedContext
-from ragfunnel.errors import ConfigError, InputError, option
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm import resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods import (
@@ -127,7 +127,7 @@ class ServiceState:
         """The operator's index ``name``; NotFound naming the ones this server has."""
         if name not in self.indexes:
             have = ", ".join(sorted(self.indexes)) or (
-                f"none (its operator names them with {option('index')} NAME=DIR when starting it)")
+                "none (its operator names them when starting it: `ragfunnel serve --index NAME=DIR`)")
             raise NotFound(f"no index {name!r}; this server has: {have}")
         return self.indexes[name]
 

@@ -21,7 +21,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -97,9 +97,9 @@ def _cancelled(job: Job) -> None:
 class JobQueue:
     """Runs jobs one at a time on a worker thread, each inside its own cancellation and, when a job has a
     client to stream to, a channel for the text of ``streaming``, the model whose text is the answer (the
-    strong one). ``models`` is not used: the queue writes nothing onto models."""
+    strong one). The queue writes nothing onto the models."""
 
-    def __init__(self, models: Iterable[LLM] = (), *, capacity: int = 8, streaming: LLM | None = None):
+    def __init__(self, *, capacity: int = 8, streaming: LLM | None = None):
         self.capacity = capacity
         self._streaming = streaming
         self._waiting: queue.Queue[Job | None] = queue.Queue()

@@ -71,7 +71,7 @@ def checked_options(method: str, options: dict[str, Any], *, over_index: bool = 
     operator = operator_only(method, over_index=over_index)
     for name in sorted(set(options) & set(operator)):
         where = OPERATOR_SET.get(name, "the server's command line")
-        raise ConfigError(f"option {option(name)} is set by the server's operator ({where}), not per request")
+        raise ConfigError(f"options.{name} is set by the server's operator ({where}), not per request")
     if "task" in options:
         raise ConfigError("option 'task' goes in the request's own 'task' field, not in its options")
     allowed = client_options(method, over_index=over_index)

@@ -12,9 +12,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError, RagfunnelError
+from ragfunnel.methods import METHODS
 from ragfunnel.serve.answering import NotFound
 from ragfunnel.serve.jobs import Cancelled
 from ragfunnel.serve.openai_compat import CHAT_PATH, error_body
+from ragfunnel.serve.options import client_options
 from ragfunnel.serve.request_bodies import AnswerIn, DocumentIn, SearchIn
 from ragfunnel.text.hygiene import browser_safe
 
@@ -33,13 +35,17 @@ def event_frame(kind: str, data: Any) -> str:
 
 REQUEST_FIELDS = frozenset(name for body in (DocumentIn, AnswerIn, SearchIn) for name in body.model_fields)
 SENT_AS = {"context": "text or document_id"}  # library options a request carries in fields of other names
+CLIENT_OPTIONS = frozenset(name for method in METHODS for over_index in (False, True)
+                           for name in client_options(method, over_index=over_index))
 
 
 def http_spelling(name: str) -> str:
     """An option named in an error, as a client writes it: a field of the request body as it is
-    (``document_id``; the context is ``text or document_id``), any other option inside the body's ``options``
-    (``options.budget``)."""
-    return SENT_AS.get(name) or (name if name in REQUEST_FIELDS else f"options.{name}")
+    (``document_id``; the context is ``text or document_id``), a method's option inside the body's ``options``
+    (``options.budget``), and what only the operator sets as the server's setting."""
+    if name in SENT_AS or name in REQUEST_FIELDS:
+        return SENT_AS.get(name, name)
+    return f"options.{name}" if name in CLIENT_OPTIONS else f"the server's {name} setting"
 
 
 def status_of(error: RagfunnelError) -> int:
