@@ -61,8 +61,10 @@ class DocumentStore:
         self._lock = threading.Lock()
 
     def add(self, text: str, name: str = "", located: LocatedContext | None = None) -> tuple[Document, bool]:
-        """The stored document for ``text`` (read from ``located``'s files, if given) and whether it is new."""
-        text = check_context(text, source="the document text")
+        """The stored document for ``text`` (read from ``located``'s files, if given, whose readers checked it:
+        its file separators are control characters of ragfunnel's own) and whether it is new."""
+        if located is None:
+            text = check_context(text, source="the document text")
         doc_id = hashlib.sha256(text.encode()).hexdigest()[:16]
         with self._lock:
             if doc_id in self._docs:
