@@ -141,14 +141,28 @@ def console_commands(code: str) -> list[tuple[str, list[str]]]:
     return commands
 
 
-def environment() -> dict[str, str]:
+# What a snippet may take from the user's cache: the assembled model files, their hashes, measured speeds and
+# converted post-rankers. Never answers (calls.sqlite) or kept document states: every snippet runs its models.
+SHARED_CACHE = ("models", "sha256", "speed", "post_ranker")
+
+
+def environment(scratch: Path) -> dict[str, str]:
+    """The user's environment with the venv's commands first and a cache of the snippet's own."""
+    from ragfunnel.llm.cache_paths import cache_dir
+
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    own = scratch / "cache"
+    own.mkdir(exist_ok=True)
+    for name in SHARED_CACHE:
+        if (cache_dir() / name).is_dir() and not (own / name).exists():
+            (own / name).symlink_to(cache_dir() / name, target_is_directory=True)
+    env["RAGFUNNEL_CACHE"] = str(own)
     return env
 
 
 def shell(script: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=cwd, env=environment(),
+    return subprocess.run(["bash", "-c", "set -euo pipefail\n" + script], cwd=cwd, env=environment(cwd.parent),
                           capture_output=True, text=True, timeout=TIMEOUT)
 
 
@@ -161,7 +175,7 @@ def run_block(block: Block, cwd: Path, scratch: Path) -> None:
     if block.lang == "python":
         script = scratch / f"snippet_{block.line}.py"
         script.write_text(block.code + "\n", encoding="utf-8")
-        result = subprocess.run([sys.executable, str(script)], cwd=cwd, env=environment(), capture_output=True,
+        result = subprocess.run([sys.executable, str(script)], cwd=cwd, env=environment(scratch), capture_output=True,
                                 text=True, timeout=TIMEOUT)
         assert result.returncode == 0, explain(f"{block.name}: the Python block failed", result)
     elif block.lang in ("bash", "sh"):
