@@ -76,7 +76,7 @@ def test_option_the_method_does_not_take(tmp_path):
     path = tmp_path / "c.txt"
     path.write_text("Some text.")
     assert_one_line_error(run("ask", "Who?", "--context", str(path), "--method", "op", "--samples", "3"),
-                          "--method op does not take --samples; it takes --max-tokens, --budget, --chunk-words")
+                          "--method op does not take --samples; it takes --task, --max-tokens, --budget, --chunk-words")
 
 
 def test_missing_model_file(tmp_path):

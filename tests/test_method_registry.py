@@ -47,7 +47,7 @@ def test_the_models_and_the_index_are_no_option_of_a_configuration():
 
 @pytest.mark.parametrize("name, options, match", [
     ("drag", {"budget": 10}, "method drag does not take budget; it takes task, max_tokens, documents, shots"),
-    ("op", {"documents": 2}, "method op does not take documents; it takes task, max_tokens, budget, chunk_words"),
+    ("op", {"documents": 2}, "documents goes with index and method drag or iterdrag"),
 ])
 def test_options_are_checked_the_same_way_for_both_kinds(index, name, options, match):
     with pytest.raises(ConfigError, match=match):

@@ -58,7 +58,7 @@ def test_options_naming_models_files_or_urls_are_refused(method, option, value):
     ("op", {"budget": True}, "options.budget must be int, got True"),
     ("fb", {"stage1_budget": 100, "budget": 500}, "options.stage1_budget 100 is smaller than options.budget 500"),
     ("op", {"task": "qa"}, "request's own 'task' field"),
-    ("op", {"samples": 3}, "method op does not take options.samples; a request may set options.budget"),
+    ("op", {"samples": 3}, "method op does not take options.samples; it takes options.budget"),
 ])
 def test_wrongly_typed_values_are_refused_naming_the_option(method, options, message):
     with pytest.raises(ConfigError) as refused:

@@ -16,17 +16,15 @@ from ragfunnel.api import answer_located
 from ragfunnel.cli.common import document_options, known_task, method_options, model_settings, read_limits
 from ragfunnel.confidence import Abstaining, abstained
 from ragfunnel.documents import read_context
-from ragfunnel.errors import ConfigError, option
+from ragfunnel.errors import ConfigError
 from ragfunnel.methods import (
-    CORPUS_METHODS,
     DEFAULT_CORPUS_METHOD,
     DEFAULT_METHOD,
     METHODS,
     MODELS,
+    check_options,
     check_source,
     make_method,
-    method_kind,
-    options_of,
 )
 from ragfunnel.types import Prediction
 
@@ -68,7 +66,7 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
                           "not both or neither")
     method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
     check_source(method, index=index_dir)
-    _refuse_options(method, options, over_index=index_dir is not None)
+    check_options(method, {k: v for k, v in options.items() if k not in MODELS}, over_index=index_dir is not None)
     located = read_context(list(context_paths), limits) if context_paths else None
     chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
     if below is not None:
@@ -99,21 +97,6 @@ def caution(confidence: float, method: str) -> str:
     climb = "--prefer quality" if method == "auto" else "--method auto --prefer quality"
     return (f"caution: this answer is likely wrong (confidence {confidence:.2f}); check its citations, or ask with "
             f"{climb}, a stronger --strong model, or --abstain to withhold such answers")
-
-
-def _refuse_options(method: str, options: dict[str, Any], *, over_index: bool = False) -> None:
-    """Refuse the options ``method`` does not take; one that belongs to a corpus method says so."""
-    takes = options_of(method, over_index=over_index)
-    unknown = sorted(set(options) - set(takes) - set(MODELS))
-    if not unknown:
-        return
-    if method_kind(method) == "context" and not over_index:
-        corpus = [m for m in CORPUS_METHODS if unknown[0] in options_of(m)]
-        if corpus:
-            raise ConfigError(f"{option(unknown[0])} goes with {option('index')} and {option('method')} "
-                              f"{' or '.join(corpus)}")
-    raise ConfigError(f"{option('method')} {method} does not take {', '.join(map(option, unknown))}; it takes "
-                      f"{', '.join(option(o) for o in takes if o != 'task')}")
 
 
 @contextmanager

@@ -28,7 +28,6 @@ from ragfunnel.methods.config import (
     FunnelConfig,
     IterDragConfig,
     RetrievalConfig,
-    build_config,
     options_of_config,
 )
 from ragfunnel.methods.corpus_fb import CorpusFBRAG
@@ -131,15 +130,33 @@ def check_source(name: str, *, index: CorpusIndex | str | Path | None) -> None:
                           f"{option('context')}")
 
 
+def check_options(name: str, options: dict[str, Any], *, over_index: bool = False,
+                  allowed: list[str] | None = None) -> None:
+    """Refuse an option method ``name`` does not take (``allowed``: those a front end lets a client set),
+    listing those it does; one that belongs to a corpus method says so."""
+    takes = options_of(name, over_index=over_index) if allowed is None else allowed
+    unknown = sorted(set(options) - set(takes))
+    if not unknown:
+        return
+    if method_kind(name) == "context" and not over_index:
+        corpus = [m for m in CORPUS_METHODS if unknown[0] in options_of(m)]
+        if corpus:
+            raise ConfigError(f"{option(unknown[0])} goes with {option('index')} and {option('method')} "
+                              f"{' or '.join(corpus)}")
+    where = " over an index" if over_index and method_kind(name) == "context" else ""
+    raise ConfigError(f"{option('method')} {name}{where} does not take {', '.join(map(option, unknown))}; it takes "
+                      f"{', '.join(map(option, takes))}")
+
+
 def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, light: str | LLM = DEFAULT_LIGHT,
                 strong: str | LLM = DEFAULT_STRONG, **options: Any) -> Method:
     """Build method ``name`` from keyword ``options`` (its configuration's fields): a corpus method on ``index``
     (a :class:`CorpusIndex` or its directory), a context method without one. An option it does not take is an
     error that lists the ones it does."""
     check_source(name, index=index)
+    check_options(name, options, over_index=index is not None)
     entry = registered(name, over_index=index is not None)
-    where = " over an index" if index is not None and method_kind(name) == "context" else ""
-    config = build_config(entry.config, options, method=f"{name}{where}")
+    config = entry.config(**options)
     if entry.kind == "corpus":
         return entry.cls(config, light=light, strong=strong, index=index)
     return entry.cls(config, light=light, strong=strong)
@@ -147,7 +164,7 @@ def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, lig
 
 __all__ = ["METHODS", "REGISTRY", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
            "OVER_INDEX", "MODELS", "ContextMethod", "CorpusMethod", "Method", "Registered", "check_source", "config_of",
-           "make_method", "method_kind", "options_of", "registered",
+           "check_options", "make_method", "method_kind", "options_of", "registered",
            "AnswerConfig", "AutoConfig", "Config", "CorpusFBConfig", "DragConfig", "FBConfig", "ForwardOnlyConfig",
            "FunnelConfig", "IterDragConfig", "RetrievalConfig",
            "Auto", "DRAG", "FBRAG", "FunnelRAG", "IterDRAG", "LongContext", "OrderPreservingRAG", "SelfRoute",

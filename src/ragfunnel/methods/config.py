@@ -317,13 +317,3 @@ class IterDragConfig(DragConfig):
 
     max_tokens: int | None = default_changed(AnswerConfig, "max_tokens", STEP_TOKENS)
     iterations: int = setting(5, "iterdrag: most follow-up steps n.", ge=1, le=20)
-
-
-def build_config(config: type[C], options: dict[str, Any], *, method: str) -> C:
-    """``config`` from keyword ``options``; an option it does not have is an error listing those it has."""
-    valid = [o.name for o in options_of_config(config)]
-    unknown = sorted(set(options) - set(valid))
-    if unknown:
-        raise ConfigError(f"method {method} does not take {', '.join(map(option, unknown))}; it takes "
-                          f"{', '.join(map(option, valid))}")
-    return config(**options)

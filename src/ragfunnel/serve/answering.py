@@ -24,17 +24,17 @@ from typing import TYPE_CHECKING, Any
 from ragfunnel.api import answer_located
 from ragfunnel.corpus.funnel import flat_search
 from ragfunnel.documents import LocatedContext
-from ragfunnel.errors import ConfigError, InputError
+from ragfunnel.errors import InputError
 from ragfunnel.llm import resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods import (
     DEFAULT_CORPUS_METHOD,
     DEFAULT_METHOD,
-    METHODS,
     Method,
     check_source,
     make_method,
     options_of,
+    registered,
 )
 from ragfunnel.methods.base import check_question
 from ragfunnel.prompts import check_task
@@ -190,8 +190,7 @@ def checked_method(method: str | None, options: dict[str, Any], *, task: str, in
     The models are not among them: the front end that builds the method passes its own."""
     over_index = index is not None
     name = method if method is not None else DEFAULT_CORPUS_METHOD if over_index else DEFAULT_METHOD
-    if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
+    registered(name)
     checked = {**checked_options(name, options, over_index=over_index), "task": check_task(task)}
     check_source(name, index=index)
     takes = set(options_of(name, over_index=over_index))

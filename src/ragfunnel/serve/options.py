@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ragfunnel.errors import ConfigError, option
-from ragfunnel.methods import METHODS, config_of
+from ragfunnel.errors import ConfigError
+from ragfunnel.methods import check_options, config_of, registered
 from ragfunnel.methods.config import Option, options_of_config
 
 # option -> where the operator sets it, beyond the methods' operator-only fields
@@ -66,19 +66,14 @@ def client_options(method: str, *, over_index: bool = False) -> list[str]:
 def checked_options(method: str, options: dict[str, Any], *, over_index: bool = False) -> dict[str, Any]:
     """The options a client set for ``method``, validated by the method's configuration; a ConfigError names the
     first bad one."""
-    if method not in METHODS:
-        raise ConfigError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    registered(method)
     operator = operator_only(method, over_index=over_index)
     for name in sorted(set(options) & set(operator)):
         where = OPERATOR_SET.get(name, "the server's command line")
         raise ConfigError(f"options.{name} is set by the server's operator ({where}), not per request")
     if "task" in options:
         raise ConfigError("option 'task' goes in the request's own 'task' field, not in its options")
-    allowed = client_options(method, over_index=over_index)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ConfigError(f"method {method} does not take {', '.join(map(option, unknown))}; a request may set "
-                          f"{', '.join(map(option, allowed))}")
+    check_options(method, options, over_index=over_index, allowed=client_options(method, over_index=over_index))
     config = config_of(method, over_index=over_index)
     config = config(**options)  # validation, once, where every front end's is
     return {name: getattr(config, name) for name in options if options[name] is not None}
