@@ -374,6 +374,17 @@ def test_a_changed_model_is_warned_about_by_role(caplog):
     assert "weights FakeLLM:small, but the light model now has FakeLLM:tiny" in caplog.records[0].getMessage()
 
 
+def test_the_same_changed_weights_are_warned_about_once_per_process(caplog):
+    """A server answers many questions with one model: the warning is said once, not under every answer."""
+    cal = CalibrationFile(fingerprints={"strong": "e" * 64})
+    with caplog.at_level(logging.WARNING, logger="ragfunnel.confidence.calibration"):
+        for _ in range(3):
+            check_fingerprints(cal, {"strong": "f" * 64})
+        check_fingerprints(cal, {"strong": "0" * 64})  # other weights: said again
+    assert [r.getMessage().split(", but ")[1][:37] for r in caplog.records] == [
+        "the strong model now has ffffffffffff", "the strong model now has 000000000000"]
+
+
 def rows_of(n, right=lambda i: i % 2 == 0, signals=lambda i: {"x": float(i % 5)}):
     return [("fb", signals(i), right(i)) for i in range(n)]
 

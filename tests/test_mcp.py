@@ -133,3 +133,15 @@ def test_streamable_http_needs_its_token(root):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_server_says_its_name_and_version(root):
+    from ragfunnel.version import __version__
+
+    async def main():
+        params = StdioServerParameters(command=RAGFUNNEL, args=["mcp", "--root", str(root)], env=dict(os.environ))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            return await session.initialize()
+
+    info = anyio.run(main).server_info
+    assert (info.name, info.version) == ("ragfunnel", __version__) and __version__

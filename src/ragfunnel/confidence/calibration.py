@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,14 +273,24 @@ def short_fingerprint(fingerprint: str) -> str:
     return fingerprint[:12] if _HEX_DIGEST.fullmatch(fingerprint) else fingerprint
 
 
+_warned_fingerprints: set[tuple[str, str, str]] = set()  # (role, fitted, now) already warned about
+_warned_lock = threading.Lock()
+
+
 def check_fingerprints(cal: CalibrationFile, current: Mapping[str, str]) -> None:
-    """Warn, once per role, when a model's weights differ from those the calibration was fitted with.
+    """Warn when a model's weights differ from those the calibration was fitted with: once per process for each
+    role and pair of weights, however many answers a server gives with them.
 
     A role missing on either side (a method with no light model, an older file) is not checked.
     """
     for role, fitted in cal.fingerprints.items():
         now = current.get(role)
-        if now is not None and now != fitted:
-            log.warning("the calibration was fitted with %s model weights %s, but the %s model now has %s; its "
-                        "confidences may be off: refit it with `ragfunnel calibrate` on eval runs of these models",
-                        role, short_fingerprint(fitted), role, short_fingerprint(now))
+        if now is None or now == fitted:
+            continue
+        with _warned_lock:
+            if (role, fitted, now) in _warned_fingerprints:
+                continue
+            _warned_fingerprints.add((role, fitted, now))
+        log.warning("the calibration was fitted with %s model weights %s, but the %s model now has %s; its "
+                    "confidences may be off: refit it with `ragfunnel calibrate` on eval runs of these models",
+                    role, short_fingerprint(fitted), role, short_fingerprint(now))

@@ -45,6 +45,7 @@ from ragfunnel.serve.options import client_model
 from ragfunnel.serve.settings import SEARCH_TOP_K
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace, on_stage
+from ragfunnel.version import __version__
 
 MCP_PATH = "/v1/mcp"
 
@@ -165,7 +166,7 @@ def with_generated_options(answer: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def build_server(state: ToolState) -> MCPServer:
-    server = MCPServer("ragfunnel", instructions=(
+    server = MCPServer("ragfunnel", version=__version__, instructions=(
         "Answer questions over long documents (PDF, DOCX, EPUB, HTML, Markdown, text) with FB-RAG and its "
         "baselines. Give `answer` a path under the server's root, a text, or a document_id from "
         "`add_document`; it returns the answer, a calibrated confidence and citations."))
