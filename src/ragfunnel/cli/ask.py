@@ -14,6 +14,7 @@ import click
 
 from ragfunnel.api import answer_located
 from ragfunnel.cli.common import document_options, known_task, method_options, model_settings, read_limits
+from ragfunnel.cli.live import live_line
 from ragfunnel.confidence import Abstaining, abstained
 from ragfunnel.documents import read_context
 from ragfunnel.errors import ConfigError
@@ -26,7 +27,7 @@ from ragfunnel.methods import (
     check_source,
     make_method,
 )
-from ragfunnel.types import Prediction
+from ragfunnel.types import Prediction, on_stage
 
 
 @click.command()
@@ -71,7 +72,7 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
     chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
     if below is not None:
         chosen = Abstaining(chosen, below)
-    with _streaming(options.get("strong"), enabled=not as_json):
+    with _progress(options.get("strong"), enabled=not as_json):
         if located is None:
             prediction = chosen.run(question, choices=list(choices) or None)
         else:
@@ -100,23 +101,17 @@ def caution(confidence: float, method: str) -> str:
 
 
 @contextmanager
-def _streaming(strong: str | None, *, enabled: bool) -> Iterator[None]:
-    """On a terminal, show the answering model's text on stderr as it is written (the clean answer
-    still goes to stdout at the end)."""
+def _progress(strong: str | None, *, enabled: bool) -> Iterator[None]:
+    """On a terminal: one live line on stderr with the running stage, its seconds and the answering model's text
+    as it is written, erased before the answer is printed, once, on stdout."""
     if not (enabled and sys.stderr.isatty()):
         yield
         return
     from ragfunnel.llm import DEFAULT_STRONG, resolve, streaming
 
     llm = resolve(strong or DEFAULT_STRONG)
-    if not llm.capabilities.streams_text:
+    with live_line(sys.stderr) as line, on_stage(line.done, started=line.started), streaming(llm, line.wrote):
         yield
-        return
-    with streaming(llm, lambda text: click.echo(click.style(text, dim=True), nl=False, err=True)):
-        try:
-            yield
-        finally:
-            click.echo("", err=True)
 
 
 CITATIONS_SHOWN = 3  # under the answer; --json has them all
