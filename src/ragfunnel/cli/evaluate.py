@@ -12,10 +12,12 @@ import click
 from ragfunnel import journal
 from ragfunnel.cli.common import known_task, method_options, model_settings, ray_from, ray_options
 from ragfunnel.confidence import Abstaining
+from ragfunnel.confidence.measures import is_right
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS, BadRow, Loaded, load_dataset
 from ragfunnel.eval.long_context import lengthen
+from ragfunnel.eval.report import LATENCY_RULE, right_note, served_from_cache, timed_rows
 from ragfunnel.eval.runner import METRIC_PROFILES, EvalRow, run_eval
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
@@ -155,16 +157,27 @@ def _print_outcome(rows: list[EvalRow], names: list[str], skipped: list[BadRow],
 
 
 def _eval_table(rows: list[EvalRow], names: list[str]) -> str:
+    """One line of means per method, then what "right" and the seconds count, as `ragfunnel report` says it."""
     lines = []
     for name in names:
         mine = [r for r in rows if r.method == name]
         ok = [r for r in mine if r.error is None]
         metrics = sorted({k for r in ok for k in r.metrics})
         means = "  ".join(f"{k} {sum(r.metrics.get(k, 0.0) for r in ok) / len(ok):.3f}" for k in metrics) if ok else "-"
-        secs = sum(r.seconds for r in ok) / len(ok) if ok else 0.0
+        verdicts = [v for r in ok if (v := is_right(r.metrics)) is not None]
+        right = f"  right {sum(verdicts)}/{len(verdicts)}" if verdicts else ""
+        timed = timed_rows(ok)
+        secs = sum(r.seconds for r in timed) / len(timed) if timed else 0.0
+        cached = sum(served_from_cache(r) for r in ok)
+        left_out = (f" ({cached} cached rows left out)" if len(timed) < len(ok)
+                    else f" (all {cached} rows cached: lookups)" if cached else "")
         known = [r.evidence_read for r in ok if r.evidence_read is not None]
         evidence = f"  evidence read {sum(known)}/{len(known)}" if known else ""
-        lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}  mean {secs:.1f}s{evidence}")
+        lines.append(f"{name:<11} n={len(mine):<4} failed={len(mine) - len(ok):<3} {means}{right}  "
+                     f"mean {secs:.1f}s{left_out}{evidence}")
+    ok = [r for r in rows if r.method in names and r.error is None]
+    lines.append(right_note((r.metrics for r in ok), "right"))
+    lines.append(f"Mean seconds are {LATENCY_RULE}.")
     return "\n".join(lines)
 
 

@@ -79,8 +79,10 @@ def _number(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def confidence_plots(plt: Any, summaries: list[ConfidenceSummary], out_dir: Path) -> list[str]:
-    """The reliability diagram and the quality-vs-share-answered curve; the names of those written."""
+def confidence_plots(plt: Any, summaries: list[ConfidenceSummary], out_dir: Path, *, right: str) -> list[str]:
+    """The reliability diagram and the quality-vs-share-answered curve; the names of those written.
+
+    ``right`` is the verdict the reliability diagram counts, in short (``f1 ≥ 0.5``), for its axis label."""
     made = []
     judged = [s for s in summaries if s.reliability]
     if judged:
@@ -92,10 +94,10 @@ def confidence_plots(plt: Any, summaries: list[ConfidenceSummary], out_dir: Path
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("mean confidence in the bin (bins of width 0.1)")
-        ax.set_ylabel("share of its answers that are right")
+        ax.set_ylabel(f"share of its answers that are right ({right})")
         ax.set_title("Reliability of the answers' confidence")
         ax.legend(fontsize=8)
-        _save(plt, fig, out_dir / RELIABILITY_PNG)
+        save_figure(plt, fig, out_dir / RELIABILITY_PNG)
         made.append(RELIABILITY_PNG)
     if summaries:
         fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -106,12 +108,13 @@ def confidence_plots(plt: Any, summaries: list[ConfidenceSummary], out_dir: Path
         ax.set_ylabel("mean quality of the answered")
         ax.set_title("Quality vs share answered")
         ax.legend(fontsize=8)
-        _save(plt, fig, out_dir / COVERAGE_PNG)
+        save_figure(plt, fig, out_dir / COVERAGE_PNG)
         made.append(COVERAGE_PNG)
     return made
 
 
-def _save(plt: Any, fig: Any, path: Path) -> None:
+def save_figure(plt: Any, fig: Any, path: Path) -> None:
+    """Write ``fig`` as a PNG whole: the image grows to hold every legend and label drawn beside the axes."""
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

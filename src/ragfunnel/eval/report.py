@@ -15,6 +15,10 @@ The table also says why answers were wrong: its evidence recall at the budget is
 can tell (``EvalRow.evidence_read`` known) whose final context held the evidence, and the wrong answers
 (judged as the confidence table judges them: :func:`~ragfunnel.confidence.measures.is_right`) split into
 those whose evidence was never read and those that read it and still answered wrong.
+
+Each table states, in a line beneath it, what it counts as a right answer (:data:`RIGHT_DEFINITION`, the one
+verdict of the whole report) and, for latencies, which rows they are over (:func:`timed_rows`; ``ragfunnel
+eval`` prints its means by the same rule).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import base64
 import html
 import json
 import statistics
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +38,7 @@ from ragfunnel.eval.confidence_report import (
     ConfidenceSummary,
     confidence_plots,
     confidence_table,
+    save_figure,
     summarise_confidence,
 )
 from ragfunnel.eval.runner import EvalRow, load_eval
@@ -44,6 +50,17 @@ METRICS = ("f1", "em", "accuracy", "rouge_l", "longbench")
 # Methods whose chunk ranking is BM25 against the question alone.
 QUESTION_RANKED = ("op", "vanilla", "self-route")
 
+# The one verdict of a report: the "wrong" columns, the confidence table's "share right" and `eval`'s "right".
+RIGHT_DEFINITION = (f"A row is wrong when the first of its {', '.join(VERDICT_METRICS)} scores it has is below "
+                    f"{RIGHT_AT}, right when it is {RIGHT_AT} or more, and neither when it has none (summaries)")
+# The accuracy metric of short-answer tasks is another notion, so it is named beside the verdict.
+ACCURACY_DEFINITION = ("accuracy is not this verdict: it is the share of answers that contain a reference answer "
+                       "(normalised, however long the answer), or that chose the right option")
+# Which rows latencies are over (timed_rows), for the report's tables and `eval`'s means alike.
+LATENCY_RULE = ("over the rows whose every LLM call ran: a row with a call answered from the call cache (a re-run, "
+                "or a method repeating another's call) took only the lookup and is left out, unless every row of "
+                "its method was")
+
 
 @dataclass(frozen=True)
 class MethodSummary:
@@ -53,9 +70,10 @@ class MethodSummary:
     n: int
     failures: int
     metrics: dict[str, float]
-    # Seconds are over the rows whose every LLM call ran; a row answered from the call cache (a re-run, or a
-    # method repeating another's call) took only the lookup. All rows when every one was served.
+    # Seconds are over the rows timed_rows picks: those whose every LLM call ran, all rows when every one
+    # had a call served from the cache.
     cached: int  # rows with a call served from the cache
+    timed: int  # rows the seconds are over
     seconds_mean: float
     seconds_p50: float
     seconds_p90: float
@@ -76,6 +94,11 @@ class MethodSummary:
     wrong_read: int = 0
     # (confidence, metrics) of each row that did not fail and carries a confidence.
     confident_rows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+
+    @property
+    def left_out(self) -> int:
+        """Rows left out of the seconds: the cached ones, unless every row was cached."""
+        return self.n - self.failures - self.timed
 
     @property
     def evidence_recall(self) -> float | None:
@@ -122,18 +145,19 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
         budget = options.get("budget") if isinstance(options, dict) else None
         mine = [r for r in rows if r.method == method]
         ok = [r for r in mine if r.error is None]
-        served = [r for r in ok if _served_from_cache(r)]
         wrong = [r for r in ok if is_right(r.metrics) is False]
-        secs = [r.seconds for r in ok if r not in served] or [r.seconds for r in ok]
+        timed = timed_rows(ok)
+        secs = [r.seconds for r in timed]
         names = sorted({k for r in ok for k in r.metrics})
         stages: dict[str, list[float]] = {}
-        for r in ok:
+        for r in timed:
             for s in r.trace["stages"]:
                 stages.setdefault(s["name"], []).append(s["seconds"])
         out.append(MethodSummary(
             dataset=dataset, method=method, budget=budget, n=len(mine), failures=len(mine) - len(ok),
             metrics={k: statistics.fmean(r.metrics.get(k, 0.0) for r in ok) for k in names},
-            cached=len(served), seconds_mean=statistics.fmean(secs) if secs else 0.0,
+            cached=sum(served_from_cache(r) for r in ok), timed=len(timed),
+            seconds_mean=statistics.fmean(secs) if secs else 0.0,
             seconds_p50=_quantile(secs, 0.5), seconds_p90=_quantile(secs, 0.9),
             stage_seconds={k: (statistics.fmean(v), _quantile(v, 0.5), _quantile(v, 0.9)) for k, v in stages.items()},
             input_tokens=statistics.fmean(r.trace["input_tokens"] for r in ok) if ok else 0.0,
@@ -151,16 +175,43 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
     return out
 
 
-def _served_from_cache(row: EvalRow) -> bool:
-    return any(stage.get("detail", {}).get("cached") for stage in row.trace["stages"])
+def served_from_cache(row: EvalRow) -> bool:
+    """Whether one of the row's LLM calls was answered from the call cache (its seconds are then a lookup's)."""
+    return any(stage.get("detail", {}).get("cached") for stage in row.trace.get("stages", ()))
+
+
+def timed_rows(rows: list[EvalRow]) -> list[EvalRow]:
+    """The rows latencies are over: those whose every LLM call ran; all of them when every one was cached."""
+    return [r for r in rows if not served_from_cache(r)] or rows
+
+
+def right_note(metric_sets: Iterable[Collection[str]], counted_by: str) -> str:
+    """The one-line definition of a right answer, for a table whose ``counted_by`` columns count it; it names
+    the accuracy metric as another notion when the rows it covers score one."""
+    sets = list(metric_sets)
+    accuracy = any("accuracy" in names and "f1" in names for names in sets)
+    return f"{RIGHT_DEFINITION} (counted by {counted_by})" + (f"; {ACCURACY_DEFINITION}." if accuracy else ".")
+
+
+def right_rule(metric_sets: Iterable[Collection[str]]) -> str:
+    """The verdict in short for the metrics the rows have, as a plot's label: ``f1 ≥ 0.5``."""
+    deciding = {next((m for m in VERDICT_METRICS if m in names), None) for names in metric_sets}
+    used = [m for m in VERDICT_METRICS if m in deciding] or list(VERDICT_METRICS)
+    return ", else ".join(used) + f" ≥ {RIGHT_AT}"
+
+
+def latency_cell(cached: int, left_out: int) -> str:
+    """How many cached rows the seconds leave out, or that every row was cached and the seconds are lookups'."""
+    return f"all {cached}, kept: seconds of lookups" if cached and not left_out else str(left_out)
 
 
 def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     metric_names = sorted({k for s in summaries for k in s.metrics})
-    header = ["dataset", "method", "budget", "n", "failed", "cached", *metric_names, "mean s", "p50 s", "p90 s",
-              "stages (mean / p50 / p90 s)", "LLM input tokens", "answer chunk @1", "@3", "gold chunk @1", "@3",
-              "gold recall", "evidence read", "wrong", "wrong, evidence not read", "wrong, evidence read"]
-    body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures), str(s.cached),
+    header = ["dataset", "method", "budget", "n", "failed", "cached, left out of s", *metric_names,
+              "mean s", "p50 s", "p90 s", "stages (mean / p50 / p90 s)", "LLM input tokens", "answer chunk @1", "@3",
+              "gold chunk @1", "@3", "gold recall", "evidence read", "wrong", "wrong, evidence not read",
+              "wrong, evidence read"]
+    body = [[s.dataset, s.method, str(s.budget or "-"), str(s.n), str(s.failures), latency_cell(s.cached, s.left_out),
              *(f"{s.metrics[m]:.3f}" if m in s.metrics else "-" for m in metric_names),
              f"{s.seconds_mean:.1f}", f"{s.seconds_p50:.1f}", f"{s.seconds_p90:.1f}",
              "; ".join(f"{k} {m:.1f} / {p50:.1f} / {p90:.1f}" for k, (m, p50, p90) in s.stage_seconds.items()),
@@ -172,13 +223,18 @@ def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
-# Said beside the table, so a reader knows what its error split counts as wrong.
-TABLE_NOTE = (f"A row is wrong when the first of its {', '.join(VERDICT_METRICS)} scores it has is below {RIGHT_AT} "
-              "(as the confidence table judges it). Evidence read (evidence recall at the budget): the "
-              "share of the rows that can tell whose final context held a chunk with a reference answer (normalised) "
-              "or touched every supporting passage; a row cannot tell when the task has no short answer, or no "
-              "reference answer stands in the document word for word and its supporting passages are unknown. "
-              "Wrong answers of rows that cannot tell are in neither split.")
+EVIDENCE_NOTE = ("Evidence read (evidence recall at the budget): the share of the rows that can tell whose final "
+                 "context held a chunk with a reference answer (normalised) or touched every supporting passage; a "
+                 "row cannot tell when the task has no short answer, or no reference answer stands in the document "
+                 "word for word and its supporting passages are unknown. Wrong answers of rows that cannot tell are "
+                 "in neither split.")
+
+
+def _table_notes(summaries: list[MethodSummary]) -> list[str]:
+    """What the table counts as right, which rows its seconds are over, and what its evidence columns mean."""
+    return [right_note((s.metrics for s in summaries), "the wrong columns"),
+            f"Seconds (mean, p50, p90 and stages) are {LATENCY_RULE}; the cached column says how many it left out.",
+            EVIDENCE_NOTE]
 
 
 def _evidence_cells(s: MethodSummary) -> list[str]:
@@ -246,16 +302,16 @@ def _plots(summaries: list[MethodSummary], out_dir: Path, metric: str | None) ->
         ax.set_ylabel("quality")
         ax.set_title("Quality vs context budget")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "quality_vs_budget.png", dpi=120)
-        plt.close(fig)
+        save_figure(plt, fig, out_dir / "quality_vs_budget.png")
         made.append("quality_vs_budget.png")
 
     made += _rank_plot(plt, summaries, out_dir / "answer_rank.png", lambda s: s.answer_ranks,
                        what="the first chunk holding the answer")
     made += _rank_plot(plt, summaries, out_dir / "gold_rank.png", lambda s: s.gold_ranks,
                        what="the first chunk overlapping a supporting passage")
-    made += confidence_plots(plt, confidence_summaries(summaries, metric), out_dir)
+    confident = [s for s in summaries if s.confident_rows]
+    made += confidence_plots(plt, confidence_summaries(summaries, metric), out_dir,
+                             right=right_rule(m for s in confident for _, m in s.confident_rows))
     return made
 
 
@@ -272,20 +328,20 @@ def _quality_vs_latency(plt, summaries: list[MethodSummary], path: Path, metric:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for s in summaries:
         ax.scatter(s.seconds_mean, s.headline(metric)[1], color=colours[s.method], marker=markers[s.dataset])
-    method_legend = ax.legend([Line2D([], [], color=colours[m], marker="o", linestyle="") for m in methods], methods,
-                              title="method", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.add_artist(method_legend)
+    # Figure legends beside the axes: a legend added to the axes with add_artist is clipped to them, so the
+    # saved image, fitted around what is drawn, would cut it.
+    fig.legend([Line2D([], [], color=colours[m], marker="o", linestyle="") for m in methods], methods,
+               title="method", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), bbox_transform=ax.transAxes)
     if len(datasets) > 1:
-        ax.legend([Line2D([], [], color="grey", marker=markers[d], linestyle="") for d in datasets], datasets,
-                  title="dataset", fontsize=8, loc="lower left", bbox_to_anchor=(1.01, 0.0))
+        fig.legend([Line2D([], [], color="grey", marker=markers[d], linestyle="") for d in datasets], datasets,
+                   title="dataset", fontsize=8, loc="lower left", bbox_to_anchor=(1.01, 0.0),
+                   bbox_transform=ax.transAxes)
     left_out = sorted({s.method for s in served})
     ax.set_xlabel("mean latency per answer, rows whose every call ran (s)"
                   + (f"\nleft out, every row answered from the call cache: {', '.join(left_out)}" if left_out else ""))
     ax.set_ylabel("quality (" + "/".join(sorted({s.headline(metric)[0] for s in summaries})) + ")")
     ax.set_title("Quality vs latency")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return path.name
 
 
@@ -311,9 +367,7 @@ def _rank_plot(plt, summaries: list[MethodSummary], path: Path, ranks_of, *, wha
     ax.set_ylim(0, 1.02)
     ax.set_title(f"Where each method's scores rank {what}", fontsize=9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, path)
     return [path.name]
 
 
@@ -328,18 +382,19 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
     if not summaries:
         raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
     out_dir = journal.out_dir(Path(out_dir))
-    tables = [("", *_table(summaries), TABLE_NOTE)]
+    tables = [("", *_table(summaries), _table_notes(summaries))]
     if confident := confidence_summaries(summaries, metric):
+        judged = (m for s in summaries for _, m in s.confident_rows)
         tables.append(("Confidence: how well each method's confidence tells right answers from wrong",
-                       *confidence_table(confident), ""))
+                       *confidence_table(confident), [right_note(judged, "the judged and share right columns")]))
     images = _plots(summaries, out_dir, metric)
     made_by = f"Written by ragfunnel {__version__}; each run's configuration (below) names the version that ran it."
     md = ["# ragfunnel report", "", made_by]
-    for title, header, body, note in tables:
+    for title, header, body, notes in tables:
         md += [""] + ([f"## {title}", ""] if title else [])
         md += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         md += ["| " + " | ".join(row) + " |" for row in body]
-        md += ["", note] if note else []
+        md += [line for note in notes for line in ("", note)]
     md += [""] + [f"![{name}]({name})" for name in images]
     # What each run was — dataset and its SHA-256, models and theirs, every option — so the report alone
     # says how to run it again.
@@ -351,7 +406,7 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
         "<style>body{font-family:sans-serif}td,th{padding:2px 8px;border-bottom:1px solid #ddd}</style>"
         f"<h1>ragfunnel report</h1><p>{html.escape(made_by)}</p>"
         + "".join((f"<h2>{html.escape(title)}</h2>" if title else "") + _html_table(header, body)
-                  + (f"<p>{html.escape(note)}</p>" if note else "") for title, header, body, note in tables)
+                  + "".join(f"<p>{html.escape(note)}</p>" for note in notes) for title, header, body, notes in tables)
         + "".join(f'<p><img src="{_inline_png(out_dir / name)}" alt="{name}"></p>' for name in images)
         + "<h2>Runs</h2>" + "".join(f"<details open><summary>{html.escape(d)}</summary><pre>{html.escape(config)}"
                                     "</pre></details>" for d, config in runs.items())

@@ -88,6 +88,6 @@ def _save(fig: Any, plt: Any, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")  # the image holds whatever is drawn outside the axes
     plt.close(fig)
     return path

@@ -107,6 +107,34 @@ async function ask(body, onToken) {
   return result;
 }
 
+// What each confidence signal measures, for people; its name in the API is its tooltip.
+const SIGNAL_LABELS = {
+  answer_logprob_mean: "mean log-probability of the answer's tokens",
+  answer_logprob_min: "log-probability of the answer's least likely token",
+  support: "answer found in the text read",
+  support_chunks: "chunks read that hold the answer",
+  support_score: "rank score of the best chunk holding the answer",
+  answer_rank: "place of the first chunk holding the answer",
+  draft_agreement: "drafts agreeing with each other",
+  draft_final_agreement: "drafts agreeing with the answer",
+  drafts_answered: "drafts that gave an answer",
+  light_agreement: "the light model's answer agrees",
+  sample_agreement: "re-sampled answers agreeing",
+  judge_yes: "the model's own yes/no on its answer",
+  type_match: "answer of the kind asked for",
+  declined: "the model declined to answer",
+  echo: "answer repeats the question",
+};
+
+function signalList(signals) {
+  return Object.entries(signals || {}).flatMap(([name, value], i) => {
+    const span = document.createElement("span");
+    span.title = name;
+    span.textContent = `${SIGNAL_LABELS[name] || name.replaceAll("_", " ")} ${value}`;
+    return i ? [document.createTextNode(" · "), span] : [span];
+  });
+}
+
 // The answer's calibrated confidence as a bar, the signals it came from, and auto's rungs.
 function showConfidence(result) {
   const box = $("confidence");
@@ -120,7 +148,7 @@ function showConfidence(result) {
   $("caution").hidden = result.supported !== false;
   $("caution").textContent = `Unsupported: confidence ${c.toFixed(2)} is low; this answer is more likely wrong `
     + "than right. Check the citations, or ask again with prefer quality or a stronger model.";
-  $("signals").textContent = Object.entries(result.signals || {}).map(([k, v]) => `${k} ${v}`).join(" · ");
+  $("signals").replaceChildren(...signalList(result.signals));
   const climb = result.trace.stages.find((s) => s.name === "escalate");
   $("rungs").replaceChildren(...(climb ? [
     ...climb.detail.rungs.map((r) => {
@@ -188,7 +216,8 @@ function show(result) {
     const bar = document.createElement("div");
     bar.className = "bar";
     bar.style.width = `${(100 * s.seconds) / longest}%`;
-    row.append(text(s.name), bar, text(`${s.seconds.toFixed(2)} s · ${s.input_tokens} in / ${s.output_tokens} out`));
+    const took = s.detail && s.detail.cached ? "cached" : `${s.seconds.toFixed(2)} s`;
+    row.append(text(s.name), bar, text(`${took} · ${s.input_tokens} in / ${s.output_tokens} out`));
     return row;
   }));
   $("drafts").replaceChildren(...(result.samples.length ? result.samples.map((s) => {
@@ -261,9 +290,11 @@ async function onCompare() {
     status(`${method}…`);
     const tr = document.createElement("tr");
     try {
+      const began = performance.now();  // the method's own wall time: loading, waiting and answering
       const r = await api("/answer", { ...base, method });
+      const wall = (performance.now() - began) / 1000;
       for (const cell of [method, r.answer, r.confidence === null ? "–" : r.confidence.toFixed(2),
-        r.trace.seconds.toFixed(1), r.trace.input_tokens,
+        wall.toFixed(1), r.trace.input_tokens,
         r.chunks.filter((c) => c.read).map((c) => c.position).join(", ") || "all"]) {
         const td = document.createElement("td");
         td.textContent = cell;

@@ -133,10 +133,11 @@ function fieldsTable(node, scopes, models) {
 function schemaView(schema, scopes, shown) {
   const view = element("div", undefined, "schema");
   const models = [];
-  const { node, scopes: inner, problem } = deref(schema, scopes);
+  const { node, scopes: inner, name, problem } = deref(schema, scopes);
   if (node === null) view.append(element("p", problem, "problem"));
   else if (isModel(node)) {
     shown.add(node);
+    if (name || node.title) view.append(element("h4", name || node.title));
     if (node.description) view.append(element("p", node.description));
     view.append(fieldsTable(node, inner, models));
   } else {
@@ -155,38 +156,39 @@ function schemaView(schema, scopes, shown) {
   return view;
 }
 
-// An object of the document that may itself be a ref (a path item, parameter, request body or response).
-function followed(value, spec) {
-  const { node, problem } = deref(value, [spec]);
-  if (node === null) throw new Error(problem);
-  return node;
+// An object of the document that may itself be a ref (a path item, parameter, request body or response),
+// with the scopes of what it stands for.
+function followed(value, scopes) {
+  const hit = deref(value, scopes);
+  if (hit.node === null) throw new Error(hit.problem);
+  return hit;
 }
 
 // Parameters are short: a name and a type each (a named object among them is named, not tabulated).
-function parametersView(parameters, spec) {
+function parametersView(parameters, scopes) {
   const table = element("table", undefined, "fields");
-  for (const parameter of parameters.map((p) => followed(p, spec))) {
+  for (const { node: parameter, scopes: inner } of parameters.map((p) => followed(p, scopes))) {
     const row = table.insertRow();
     row.insertCell().append(element("code", String(parameter.name) + (parameter.required ? "" : "?")));
     row.insertCell().textContent = `in ${parameter.in}`;
-    row.insertCell().append(element("code", parameter.schema ? typeOf(parameter.schema, [spec], []) : "any"));
+    row.insertCell().append(element("code", parameter.schema ? typeOf(parameter.schema, inner, []) : "any"));
     row.insertCell().textContent = parameter.description || "";
   }
   return table;
 }
 
-function contentView(content, spec, shown) {
+function contentView(content, scopes, shown) {
   const view = element("div");
   for (const [mediaType, media] of Object.entries(isObject(content) ? content : {})) {
     const schema = isObject(media) ? media.schema : undefined;
     const empty = !isObject(schema) || Object.keys(schema).length === 0;
     view.append(element("p", empty ? `${mediaType}: any` : mediaType, "media"));
-    if (!empty) view.append(schemaView(schema, [spec], shown));
+    if (!empty) view.append(schemaView(schema, scopes, shown));
   }
   return view;
 }
 
-function endpointView(verb, path, operation, pathParameters, spec) {
+function endpointView(verb, path, operation, pathParameters, scopes) {
   const section = element("section", undefined, "endpoint");
   section.id = `${verb}-${path}`;
   section.dataset.method = verb.toUpperCase();
@@ -197,18 +199,18 @@ function endpointView(verb, path, operation, pathParameters, spec) {
     if (operation.description) section.append(element("p", operation.description));
     const shown = new Set(); // each named object once per endpoint
     const parameters = [...pathParameters, ...(Array.isArray(operation.parameters) ? operation.parameters : [])];
-    if (parameters.length) section.append(element("h3", "parameters"), parametersView(parameters, spec));
+    if (parameters.length) section.append(element("h3", "parameters"), parametersView(parameters, scopes));
     if (operation.requestBody !== undefined) {
-      const body = followed(operation.requestBody, spec);
+      const { node: body, scopes: inner } = followed(operation.requestBody, scopes);
       section.append(element("h3", `request body${body.required ? "" : " (optional)"}`));
       if (body.description) section.append(element("p", body.description));
-      section.append(contentView(body.content, spec, shown));
+      section.append(contentView(body.content, inner, shown));
     }
     section.append(element("h3", "responses"));
     for (const [code, value] of Object.entries(isObject(operation.responses) ? operation.responses : {})) {
-      const response = followed(value, spec);
+      const { node: response, scopes: inner } = followed(value, scopes);
       section.append(element("p", `${code} ${response.description || ""}`.trim(), "answers"));
-      section.append(contentView(response.content, spec, shown));
+      section.append(contentView(response.content, inner, shown));
     }
   } catch (error) {
     section.append(element("p", `could not show this endpoint: ${error.message}`, "problem"));
@@ -225,16 +227,16 @@ async function main() {
   const contents = element("ul", undefined, "contents");
   const sections = [];
   for (const [path, item] of Object.entries(spec.paths)) {
-    let operations;
+    let operations, scopes;
     try {
-      operations = followed(item, spec);
+      ({ node: operations, scopes } = followed(item, [spec]));
     } catch (error) {
       sections.push(element("p", `could not show ${path}: ${error.message}`, "problem"));
       continue;
     }
     const pathParameters = Array.isArray(operations.parameters) ? operations.parameters : [];
     for (const verb of VERBS.filter((v) => isObject(operations[v]))) {
-      const section = endpointView(verb, path, operations[verb], pathParameters, spec);
+      const section = endpointView(verb, path, operations[verb], pathParameters, scopes);
       const link = element("a", section.querySelector("h2").textContent);
       link.href = `#${encodeURIComponent(section.id)}`;
       const entry = element("li");
