@@ -113,7 +113,7 @@ def test_the_report_splits_wrong_answers_by_whether_their_evidence_was_read(tmp_
     md = (tmp_path / "out" / "report.md").read_text().splitlines()
     assert md[4].endswith("| evidence read | wrong | wrong, evidence not read | wrong, evidence read |")
     assert md[6].endswith("| 0.40 (2/5) | 4 | 2 | 1 |")
-    assert md[8].startswith("A row is wrong when the first of its f1, longbench, accuracy scores it has is below 0.5")
+    assert md[8].startswith("Right: the first of a row's f1, longbench, accuracy scores is 0.5 or more")
 
 
 def test_a_run_from_before_evidence_was_recorded_is_still_reported(tmp_path):

@@ -2,6 +2,7 @@
 a right answer beside each table, and the cached rows that latencies leave out counted, in the report and in
 `ragfunnel eval`'s summary alike (no model)."""
 
+import html
 import json
 
 import pytest
@@ -113,10 +114,9 @@ def test_each_table_states_the_one_definition_of_right_it_counts(tmp_path):
     assert md[start + 4].startswith("| qa | fb | 3 | 3 | 0.00 |")  # share right
     assert md[start + 6] == (f"{RIGHT_DEFINITION} (counted by the judged and share right columns); "
                              f"{ACCURACY_DEFINITION}.")
-    assert RIGHT_DEFINITION.startswith("A row is wrong when the first of its f1, longbench, accuracy scores it has "
-                                       "is below 0.5, right when it is 0.5 or more")
+    assert RIGHT_DEFINITION.startswith("Right: the first of a row's f1, longbench, accuracy scores is 0.5 or more")
     page = (tmp_path / "out" / "report.html").read_text()
-    assert page.count(f"<p>{RIGHT_DEFINITION} (counted by ") == 2
+    assert page.count(f"<p>{html.escape(RIGHT_DEFINITION)} (counted by ") == 2
     printed = _eval_table(rows, ["fb"]).splitlines()
     assert "accuracy 0.333  em 0.000  f1 0.200  right 0/3  mean 1.0s" in printed[0]
     assert printed[1] == f"{RIGHT_DEFINITION} (counted by right); {ACCURACY_DEFINITION}."

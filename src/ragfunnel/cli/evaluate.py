@@ -177,7 +177,8 @@ def _eval_table(rows: list[EvalRow], names: list[str]) -> str:
                      f"mean {secs:.1f}s{left_out}{evidence}")
     ok = [r for r in rows if r.method in names and r.error is None]
     lines.append(right_note((r.metrics for r in ok), "right"))
-    lines.append(f"Mean seconds are {LATENCY_RULE}.")
+    if any(served_from_cache(r) for r in ok):
+        lines.append(f"Mean seconds are {LATENCY_RULE}.")
     return "\n".join(lines)
 
 

@@ -51,11 +51,11 @@ METRICS = ("f1", "em", "accuracy", "rouge_l", "longbench")
 QUESTION_RANKED = ("op", "vanilla", "self-route")
 
 # The one verdict of a report: the "wrong" columns, the confidence table's "share right" and `eval`'s "right".
-RIGHT_DEFINITION = (f"A row is wrong when the first of its {', '.join(VERDICT_METRICS)} scores it has is below "
-                    f"{RIGHT_AT}, right when it is {RIGHT_AT} or more, and neither when it has none (summaries)")
+RIGHT_DEFINITION = (f"Right: the first of a row's {', '.join(VERDICT_METRICS)} scores is {RIGHT_AT} or more (wrong "
+                    "below it; a row with none of them, a summary, is neither)")
 # The accuracy metric of short-answer tasks is another notion, so it is named beside the verdict.
-ACCURACY_DEFINITION = ("accuracy is not this verdict: it is the share of answers that contain a reference answer "
-                       "(normalised, however long the answer), or that chose the right option")
+ACCURACY_DEFINITION = ("accuracy is another measure: the share of answers that contain a reference answer "
+                       "(normalised, however long the answer) or chose the right option")
 # Which rows latencies are over (timed_rows), for the report's tables and `eval`'s means alike.
 LATENCY_RULE = ("over the rows whose every LLM call ran: a row with a call answered from the call cache (a re-run, "
                 "or a method repeating another's call) took only the lookup and is left out, unless every row of "

@@ -18,6 +18,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -138,6 +139,14 @@ class ServiceState:
         except KeyError:
             raise NotFound(f"no document {doc_id!r}; store one with POST {API}/documents") from None
 
+    def remove_document(self, doc_id: str) -> None:
+        """Remove the stored document ``doc_id``; NotFound if there is none, DocumentInUse while an answer
+        reads it."""
+        try:
+            self.documents.remove(doc_id)
+        except KeyError:
+            raise NotFound(f"no document {doc_id!r}; GET {API}/documents lists the stored ones") from None
+
     def index_rankers(self, name: str) -> Rankers:
         """FunnelRAG's rankers over index ``name`` (the operator's), loaded by the first search or answer that
         needs them; on the worker."""
@@ -216,8 +225,9 @@ def answer_job(state: ServiceState, body: AnswerIn) -> tuple[str, Callable[[Job]
     queued: everything a request can get wrong is refused here."""
     if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
         raise InputError("pass exactly one of document_id (a stored document), text, and index")
-    if body.document_id is not None:
-        located = state.document(body.document_id).located
+    doc = None if body.document_id is None else state.document(body.document_id)
+    if doc is not None:
+        located = doc.located
     else:
         located = None if body.text is None else LocatedContext.of_text(check_context(body.text), name="text")
     name, options = checked_method(body.method, body.options, task=body.task,
@@ -226,6 +236,10 @@ def answer_job(state: ServiceState, body: AnswerIn) -> tuple[str, Callable[[Job]
     label = f"{name} answer"
 
     def work(job: Job) -> dict[str, Any]:
+        with nullcontext() if doc is None else state.documents.reading(doc):  # not removed while it is read
+            return answered(job)
+
+    def answered(job: Job) -> dict[str, Any]:
         started = time.perf_counter()
         method = state.method(name, body.index, options)
         with on_stage(job.on_stage or _no_stage):

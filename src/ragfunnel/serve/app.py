@@ -39,7 +39,7 @@ from ragfunnel.errors import RagfunnelError
 from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, method_kind
 from ragfunnel.prompts import check_task
 from ragfunnel.serve.answering import Loaded, ServiceState, answer_job, load, search_job
-from ragfunnel.serve.documents import prefill
+from ragfunnel.serve.documents import DocumentInUse, prefill
 from ragfunnel.serve.guards import Guard
 from ragfunnel.serve.job_responses import outcome, stream
 from ragfunnel.serve.jobs import Cancelled, QueueFull
@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
 
     app.state.stop = stop
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "DELETE"],
                            allow_headers=["Authorization", "Content-Type"])
     app.add_middleware(Guard, token=settings.token, body_limit=settings.max_body_bytes,
                        allowed_hosts=settings.allowed_hosts, allowed_origins=settings.cors_origins)
@@ -181,7 +181,7 @@ def model_routes() -> APIRouter:
 
 
 def document_routes() -> APIRouter:
-    """Stored documents: added as JSON text or uploaded files, listed, read back."""
+    """Stored documents: added as JSON text or uploaded files, listed, read back, removed."""
     routes = APIRouter(prefix=API)
 
     @routes.post("/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA, response_model=None)
@@ -216,6 +216,19 @@ def document_routes() -> APIRouter:
     async def get_document(doc_id: str, state: Service) -> dict[str, Any]:
         doc = state.document(doc_id)
         return {**doc.summary(), "text": doc.text}
+
+    @routes.delete("/documents/{doc_id}", status_code=204, response_class=Response,
+                   responses={404: {"description": "No stored document has this id."},
+                              409: {"description": "An answer is reading the document now; remove it once the "
+                                                   "answer has ended."}})
+    async def remove_document(doc_id: str, request: Request, state: Service) -> Response:
+        """Remove a stored document: 204. While an answer reads it, 409 and the document stays (the answer
+        ends normally); an answer queued before the removal still reads the text it was given."""
+        try:
+            state.remove_document(doc_id)
+        except DocumentInUse as e:
+            return error_response(request, 409, str(e))
+        return Response(status_code=204)
 
     return routes
 

@@ -1,7 +1,8 @@
 """Documents held by the server, and what the inspector shows of an answer over one.
 
 A document is stored under the first 16 hex digits of its text's SHA-256, so storing the same text
-twice gives the same id. Storing queues a *prefill*: each model reads the document once, as the methods'
+twice gives the same id. A document is removed on request, except while an answer reads it
+(:class:`DocumentInUse`). Storing queues a *prefill*: each model reads the document once, as the methods'
 prompts begin (task introduction, then the text), and keeps that state (a read-once prefix,
 ``ragfunnel.llm.prefix_store``), so later questions pay only for the question.
 """
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ragfunnel.documents import LocatedContext
-from ragfunnel.errors import InputError
+from ragfunnel.errors import InputError, RagfunnelError
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import join_chunks
 from ragfunnel.prompts import prompt_prefix
@@ -52,12 +55,18 @@ class Document:
                 "files": files, "prefill": dict(self.prefill)}
 
 
+class DocumentInUse(RagfunnelError):
+    """A stored document that an answer is reading now, which a client asked to remove (HTTP 409)."""
+
+
 class DocumentStore:
-    """At most ``limit`` documents in memory; the least recently used one goes first."""
+    """At most ``limit`` documents in memory; the least recently used one goes first. A document that an answer
+    is reading (:meth:`reading`) cannot be removed until the answer ends: :meth:`remove` refuses it."""
 
     def __init__(self, limit: int = 64):
         self.limit = limit
         self._docs: OrderedDict[str, Document] = OrderedDict()
+        self._readers: Counter[str] = Counter()  # id -> answers reading it now
         self._lock = threading.Lock()
 
     def add(self, text: str, name: str = "", located: LocatedContext | None = None) -> tuple[Document, bool]:
@@ -85,6 +94,31 @@ class DocumentStore:
     def all(self) -> list[Document]:
         with self._lock:
             return list(self._docs.values())
+
+    def remove(self, doc_id: str) -> Document:
+        """Remove the stored document ``doc_id`` and return it; KeyError if there is none, DocumentInUse while
+        an answer reads it (the client removes it once the answer has ended)."""
+        with self._lock:
+            if doc_id not in self._docs:
+                raise KeyError(doc_id)
+            if self._readers[doc_id]:
+                raise DocumentInUse(f"document {doc_id!r} is being answered now; remove it again once the answer "
+                                    "has ended")
+            return self._docs.pop(doc_id)
+
+    @contextmanager
+    def reading(self, doc: Document) -> Iterator[Document]:
+        """``doc`` held while an answer reads it: :meth:`remove` refuses it until the block ends. An answer
+        queued before the document was removed still reads the text it was given."""
+        with self._lock:
+            self._readers[doc.id] += 1
+        try:
+            yield doc
+        finally:
+            with self._lock:
+                self._readers[doc.id] -= 1
+                if not self._readers[doc.id]:
+                    del self._readers[doc.id]
 
 
 def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None:

@@ -5,7 +5,9 @@ URL. The document is a stored ``document_id`` or an ``index`` (extra fields of t
 text of the system messages (or, without one, of the user turns before the last). The last user message is
 the question; other earlier turns go with it as conversation context. Client options pass the same typed
 allow-list as ``/v1/answer``. The answer's confidence, citations and trace ride in an extra ``ragfunnel``
-field; ``usage`` counts every LLM token the method spent, in all its stages.
+field; ``usage`` counts every LLM token the method spent, in all its stages. A streamed answer sends the
+answering model's tokens as it writes them; its last chunk carries the clean answer and says whether the
+streamed text differs from it (:class:`ChunkWriter`).
 """
 
 from __future__ import annotations
@@ -157,12 +159,20 @@ def completion(result: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 class ChunkWriter:
-    """``chat.completion.chunk`` server-sent events for one streamed answer, ending with ``[DONE]``."""
+    """``chat.completion.chunk`` server-sent events for one streamed answer, ending with ``[DONE]``.
+
+    The content deltas are the answering model's text as it is written, so a client reads the answer while
+    it is made. That text is raw: cleaning may cut an ``Answer:`` prefix, trim a long answer or map a letter to
+    its option, and a method may answer with a second call (self-route's fallback, auto's climb), whose text
+    follows the first's. So the last chunk's ``ragfunnel`` field carries the clean ``answer`` and
+    ``streamed_text_differs``: whether the joined deltas are not that answer. A model that does not stream
+    its text sends the clean answer as one delta at the end."""
 
     def __init__(self, model: str, *, include_usage: bool):
         self.model, self.include_usage = model, include_usage
         self.id, self.created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         self.started = False
+        self.streamed: list[str] = []
 
     def _event(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         chunk = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
@@ -170,19 +180,27 @@ class ChunkWriter:
         return f"data: {browser_safe(json.dumps(chunk, ensure_ascii=False))}\n\n"
 
     def frame(self, kind: str, data: Any) -> str:
-        """The SSE text for one of the job's events (token, stage, result, error). The content is the final
-        answer, sent once it is known: the model's raw tokens may be parsed, abstained from, or replaced by a
-        later rung, and a client's joined deltas must equal the answer. Until then each finished stage is an
-        SSE comment, which keeps the connection alive and shows progress."""
+        """The SSE text for one of the job's events (token, stage, result, error): a token is a content
+        delta, a finished stage an SSE comment (progress, and it keeps the connection alive), the result the
+        last chunks (see the class)."""
         out = ""
         if not self.started:
             self.started = True
             out += self._event({"role": "assistant", "content": ""})
+        if kind == "token":
+            if not data["text"]:
+                return out
+            self.streamed.append(data["text"])
+            return out + self._event({"content": data["text"]})
         if kind == "stage":
             return out + f": stage {data['name']} {data['seconds']}s\n\n"
         if kind == "result":
-            out += self._event({"content": data["answer"]})
-            out += self._event({}, "stop", ragfunnel=_extra(data))
+            streamed = "".join(self.streamed)
+            if not streamed:
+                out += self._event({"content": data["answer"]})
+            differs = bool(streamed) and streamed.strip() != data["answer"].strip()
+            extra = {**_extra(data), "answer": data["answer"], "streamed_text_differs": differs}
+            out += self._event({}, "stop", ragfunnel=extra)
             if self.include_usage:
                 usage = {"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                          "model": self.model, "choices": [], "usage": _usage(data)}
@@ -190,7 +208,7 @@ class ChunkWriter:
             return out + "data: [DONE]\n\n"
         if kind == "error":
             return out + f"data: {json.dumps(error_body(data['status'], data['detail']))}\n\ndata: [DONE]\n\n"
-        return out  # tokens: see above
+        return out
 
 
 def error_body(status: int, message: str, *, param: str | None = None) -> dict[str, Any]:
