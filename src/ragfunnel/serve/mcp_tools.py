@@ -2,9 +2,10 @@
 
 Tools: ``answer`` (a question over a file under the root, a text, or a stored document: the answer, its
 confidence and citations), ``search`` (an index's passages), ``add_document`` (read a file or folder under the
-root once, keep it by id) and ``list_documents``. Every path a client names must resolve, symlinks followed,
-inside ``--root``. Over stdio (the default) or streamable HTTP on the loopback (``--http``, at ``/v1/mcp``,
-behind the same host, origin and token checks as ``serve``).
+root once, keep it by id), ``list_documents`` and ``remove_document`` (refused while an answer reads it).
+Every path a client names must resolve, symlinks followed, inside ``--root``. Over stdio (the default) or
+streamable HTTP on the loopback (``--http``, at ``/v1/mcp``, behind the same host, origin and token checks as
+``serve``).
 
 The tools share the service's parts: answers and searches run as jobs of a
 :class:`~ragfunnel.serve.jobs.JobQueue` (one generation at a time, bounded, each with a deadline; a client
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -93,21 +95,36 @@ class ToolState:
         doc, _ = self.documents.add(located.text, path, located)
         return doc.id, located
 
-    def source(self, *, path: str | None, text: str | None, document_id: str | None) -> Callable[[], LocatedContext]:
-        """What an answer reads, checked now; a file under the root is read by the job that answers."""
+    def remove(self, document_id: str) -> None:
+        """Remove a stored document; refused if there is none, or while an answer reads it."""
+        try:
+            self.documents.remove(document_id)
+        except KeyError:
+            raise InputError(f"no document {document_id!r}; list_documents lists the stored ones") from None
+
+    def source(self, *, path: str | None, text: str | None,
+               document_id: str | None) -> Callable[[], AbstractContextManager[LocatedContext]]:
+        """What an answer reads, checked now, as the job that answers opens it: a file under the root is read
+        then, and a stored document is held (not removed) until the answer ends."""
         if sum(x is not None for x in (path, text, document_id)) != 1:
             raise InputError("pass exactly one of path, text and document_id")
         if path is not None:
             real = self.inside(path)
-            return lambda: self.read_inside(real)
+            return lambda: nullcontext(self.read_inside(real))
         if text is not None:
             located = LocatedContext.of_text(check_context(text))
-        else:
-            try:
-                located = self.documents.get(str(document_id)).located
-            except KeyError:
-                raise InputError(f"no document {document_id!r}; add one with add_document") from None
-        return lambda: located
+            return lambda: nullcontext(located)
+        try:
+            doc = self.documents.get(str(document_id))
+        except KeyError:
+            raise InputError(f"no document {document_id!r}; add one with add_document") from None
+
+        @contextmanager
+        def reading() -> Iterator[LocatedContext]:
+            with self.documents.reading(doc):
+                yield doc.located  # type: ignore[misc]  # a stored Document always has its located text
+
+        return reading
 
     async def run(self, work: Callable[[Job], Any], *, label: str,
                   on_stage: Callable[[StageTrace], None] | None = None) -> Any:
@@ -192,10 +209,10 @@ def build_server(state: ToolState) -> MCPServer:
             raise refused(e) from None
 
         def work(job: Job) -> Prediction:
-            located = source()
-            chosen = make_method(name, light=state.light, strong=state.strong, **chosen_options)
-            with on_stage(job.on_stage or _no_stage):
-                prediction = answer_located(chosen, question, located)
+            with source() as located:
+                chosen = make_method(name, light=state.light, strong=state.strong, **chosen_options)
+                with on_stage(job.on_stage or _no_stage):
+                    prediction = answer_located(chosen, question, located)
             job.check()
             return prediction
 
@@ -240,6 +257,16 @@ def build_server(state: ToolState) -> MCPServer:
     async def list_documents() -> list[dict[str, Any]]:
         """The documents added so far (the least recently used go first once the store is full)."""
         return [_summary(doc.id, doc.located) for doc in state.documents.all() if doc.located is not None]
+
+    @server.tool()
+    async def remove_document(document_id: str) -> dict[str, Any]:
+        """Remove a document added with `add_document`. Refused while an answer reads it (that answer ends
+        normally): call again once it has ended."""
+        try:
+            state.remove(document_id)
+        except RagfunnelError as e:
+            raise refused(e) from None
+        return {"document_id": document_id, "removed": True}
 
     return server
 
