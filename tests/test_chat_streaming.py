@@ -129,7 +129,7 @@ def test_the_answer_api_streams_the_same_tokens():
                                                       "method": "op", "stream": True}) as r:
         lines = list(r.iter_lines())
     events = [(line[len("event: "):], json.loads(data[len("data: "):]))
-              for line, data in zip(lines, lines[1:]) if line.startswith("event: ")]
+              for line, data in zip(lines, lines[1:], strict=False) if line.startswith("event: ")]
     kinds = [kind for kind, _ in events]
     assert "".join(d["text"] for kind, d in events if kind == "token") == "The ferry leaves at nine."
     assert kinds.index("token") < kinds.index("result") and kinds[-1] == "result"
