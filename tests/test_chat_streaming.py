@@ -118,6 +118,7 @@ def test_stage_progress_comes_before_the_tokens_as_sse_comments(served):
     first_token = next(i for i, line in enumerate(lines) if line.startswith("data: {") and
                        json.loads(line[6:])["choices"][0]["delta"].get("content"))
     assert any(line.startswith(": stage retrieve") for line in lines[:first_token])
+    assert ": stage generate started" in lines[:first_token]  # a long prefill shows before its first token
     assert lines[-1] == "data: [DONE]"
 
 

@@ -242,7 +242,7 @@ def answer_job(state: ServiceState, body: AnswerIn) -> tuple[str, Callable[[Job]
     def answered(job: Job) -> dict[str, Any]:
         started = time.perf_counter()
         method = state.method(name, body.index, options)
-        with on_stage(job.on_stage or _no_stage):
+        with on_stage(job.on_stage or _no_stage, started=job.on_stage_started):
             if located is None:  # a corpus method over one of the server's indexes
                 prediction = method.run(body.question, choices=body.choices)
             else:

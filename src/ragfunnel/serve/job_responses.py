@@ -55,7 +55,8 @@ async def _disconnected(request: Request) -> None:
 
 def stream(jobs: JobQueue, work: Callable[[Job], Any], label: str, request: Request, *, deadline: float,
            frame: Callable[[str, Any], str] = event_frame) -> StreamingResponse:
-    """Server-sent events: ``token`` as the answering model writes, ``stage`` as each stage ends, then
+    """Server-sent events: ``token`` as the answering model writes, ``stage_started`` as a long stage begins (a
+    prefill, the drafts), ``stage`` as each stage ends, then
     ``result`` (the whole answer) or ``error``, each written by ``frame(kind, data)`` (ragfunnel's own
     events, or OpenAI's chunks). A client that goes away cancels its job."""
     loop = asyncio.get_running_loop()
@@ -65,7 +66,8 @@ def stream(jobs: JobQueue, work: Callable[[Job], Any], label: str, request: Requ
         loop.call_soon_threadsafe(events.put_nowait, (kind, data))
 
     job = jobs.submit(work, label=label, on_text=lambda t: emit("token", {"text": t}),
-                      on_stage=lambda stage: emit("stage", stage.to_dict()))
+                      on_stage=lambda stage: emit("stage", stage.to_dict()),
+                      on_stage_started=lambda name: emit("stage_started", {"name": name}))
 
     async def finish() -> None:
         try:

@@ -48,6 +48,7 @@ class Job:
     future: Future = field(default_factory=Future)
     on_text: TextSink | None = None  # where the answering model's text goes as it is written
     on_stage: Callable[[Any], None] | None = None  # where each stage of the method goes as it ends
+    on_stage_started: Callable[[str], None] | None = None  # where the name of each stage goes as it begins
     started: bool = False
     cancellation: Cancellation = field(init=False)  # what every model call of the job runs under
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -63,7 +64,7 @@ class Job:
         self.cancellation.cancel(why)
         with self._lock:
             if not self.started:
-                self.work, self.on_text, self.on_stage = _cancelled, None, None
+                self.work, self.on_text, self.on_stage, self.on_stage_started = _cancelled, None, None, None
                 self.settle(error=Cancelled(f"{self.label} was cancelled: {why}"))
 
     def begin(self) -> Callable[[Job], Any]:
@@ -117,12 +118,13 @@ class JobQueue:
             return sum(job.started or not job.cancellation.cancelled for job in self._live)
 
     def submit(self, work: Callable[[Job], Any], *, label: str, on_text: TextSink | None = None,
-               on_stage: Callable[[Any], None] | None = None) -> Job:
+               on_stage: Callable[[Any], None] | None = None,
+               on_stage_started: Callable[[str], None] | None = None) -> Job:
         """Queue ``work(job)``; raises :class:`QueueFull` when ``capacity`` jobs are already pending."""
         if self._closed:
             raise Cancelled("the server is stopping; send the request to it again once it is back")
         pending = self.pending
-        job = Job(work, label, on_text=on_text, on_stage=on_stage)
+        job = Job(work, label, on_text=on_text, on_stage=on_stage, on_stage_started=on_stage_started)
         with self._lock:
             if pending >= self.capacity:
                 raise QueueFull(max(1, math.ceil(pending * self._seconds)))

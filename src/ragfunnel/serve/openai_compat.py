@@ -192,6 +192,8 @@ class ChunkWriter:
                 return out
             self.streamed.append(data["text"])
             return out + self._event({"content": data["text"]})
+        if kind == "stage_started":
+            return out + f": stage {data['name']} started\n\n"
         if kind == "stage":
             return out + f": stage {data['name']} {data['seconds']}s\n\n"
         if kind == "result":

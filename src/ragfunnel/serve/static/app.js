@@ -99,6 +99,7 @@ async function ask(body, onToken) {
     for (const { event, data } of parsed.events) {
       const payload = JSON.parse(data || "null");
       if (event === "token") onToken(payload.text);
+      else if (event === "stage_started") status(`${payload.name}…`);
       else if (event === "result") result = payload;
       else if (event === "error") throw new Error(`${payload.status}: ${payload.detail}`);
     }
