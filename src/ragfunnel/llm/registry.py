@@ -2,11 +2,14 @@
 
 ``bundled:NAME``            a bundled GGUF model (``ragfunnel models`` lists them)
 ``gguf:PATH``               any local GGUF file, run by llama.cpp
+``hf:OWNER/REPO/FILE.gguf``  a GGUF file of a Hugging Face hub repository (``@REVISION`` after it pins one),
+                            downloaded once into the model cache and run by llama.cpp (``hub.py``)
+``ollama:NAME``             a model of the local Ollama server ($OLLAMA_HOST), through its OpenAI-compatible API
 ``openai:URL#MODEL``        any OpenAI-compatible server, e.g. ``openai:http://127.0.0.1:8000/v1#qwen``;
                             several servers of one model as ``openai:URL1,URL2#MODEL``, taking requests
                             in turn (one that fails sits out a cool-off while the others serve)
 
-Hugging Face hub names are no specs: nothing here downloads weights.
+Nothing is downloaded but what an ``hf:`` spec names; a bare hub name (``OWNER/REPO``) is no spec.
 """
 
 from __future__ import annotations
@@ -42,6 +45,22 @@ def _gguf(rest: str) -> LLM:
     return LlamaCppLLM(rest, name=f"gguf:{rest}")
 
 
+def _hf(rest: str) -> LLM:
+    from ragfunnel.llm import hub
+    from ragfunnel.llm.llamacpp import LlamaCppLLM
+
+    file = hub.parse_hf(rest)
+    pulled = hub.pull(file)
+    return LlamaCppLLM(pulled.path, name=file.spec, sha256=pulled.sha256)
+
+
+def _ollama(rest: str) -> LLM:
+    from ragfunnel.llm import hub
+
+    url, model = hub.ollama_server(rest)  # one line saying what to run if the server or the model is missing
+    return _openai_llm([url], model)
+
+
 def _server(rest: str) -> tuple[list[str], str]:
     """The server URLs (without a trailing slash) and the model name of an ``openai:`` spec."""
     listed, sep, model = rest.partition("#")
@@ -59,15 +78,20 @@ def _server(rest: str) -> tuple[list[str], str]:
 
 
 def _openai(rest: str) -> LLM:
+    return _openai_llm(*_server(rest))
+
+
+def _openai_llm(urls: list[str], model: str) -> LLM:
     from ragfunnel.llm.openai import OpenAICompatibleLLM
 
-    llm = OpenAICompatibleLLM(*_server(rest))
+    llm = OpenAICompatibleLLM(urls, model)
     if _server_timeout is not None:
         llm.set_timeout(_server_timeout)
     return llm
 
 
-SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "openai": _openai}
+SCHEMES: dict[str, Callable[[str], LLM]] = {"bundled": _bundled, "gguf": _gguf, "hf": _hf, "ollama": _ollama,
+                                            "openai": _openai}
 
 _loaded: dict[str, LLM] = {}
 _registered: dict[str, LLM] = {}  # specs given their model object with :func:`registered`
@@ -82,14 +106,19 @@ def _parse(spec: str) -> tuple[str, str]:
     if not sep or scheme not in SCHEMES:
         valid = ", ".join(f"bundled:{n}" for n in bundled.BUNDLED)
         hub = ""
-        if scheme == "hf" or _HUB_NAME.fullmatch(spec):
-            hub = ("; Hugging Face names are not downloaded: get the GGUF file and use gguf:PATH, or serve the "
+        if _HUB_NAME.fullmatch(spec):
+            hub = (f"; a Hugging Face GGUF file is hf:{spec}/FILE.gguf (its Files tab lists them), or serve the "
                    "model (vLLM, llama.cpp server) and use openai:URL#MODEL")
-        raise ConfigError(f"unknown model spec {spec!r}; use one of {valid}, gguf:PATH, openai:URL#MODEL{hub}")
+        raise ConfigError(f"unknown model spec {spec!r}; use one of {valid}, gguf:PATH, hf:OWNER/REPO/FILE.gguf, "
+                          f"ollama:NAME, openai:URL#MODEL{hub}")
     if not rest:
         raise ConfigError(f"model spec {spec!r} names nothing after '{scheme}:'")
     if scheme == "bundled":
         bundled.get(rest)  # unknown names fail here, listing the valid ones
+    if scheme == "hf":
+        from ragfunnel.llm import hub as hf_hub
+
+        hf_hub.parse_hf(rest)  # a malformed one fails here, before any download
     return scheme, rest
 
 
@@ -185,6 +214,17 @@ def model_identity(spec: str) -> dict[str, Any]:
         urls, model = _server(rest)
         servers = {"url": urls[0]} if len(urls) == 1 else {"urls": urls}
         return {"spec": spec, **servers, "model": model}
+    if scheme == "ollama":
+        from ragfunnel.llm.hub import ollama_url
+
+        return {"spec": spec, "url": f"{ollama_url()}/v1", "model": rest}
+    if scheme == "hf":
+        from ragfunnel.llm import hub
+
+        file = hub.parse_hf(rest)
+        pulled = hub.pull(file)  # the spec asks for the file; in the cache, nothing is asked of the network
+        return {"spec": spec, "repo": file.repo, "file": file.filename, "revision": file.revision,
+                "path": str(pulled.path), "bytes": pulled.path.stat().st_size, "sha256": pulled.sha256}
     from ragfunnel.llm.fingerprint import file_sha256
     from ragfunnel.llm.gguf import check_gguf_file
 
