@@ -23,6 +23,7 @@ pytest.importorskip("fastapi", reason="needs the [serve] extra")
 from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import STATIC, Settings, create_app  # noqa: E402
+from tests.browser import headless_chromium  # noqa: E402
 from tests.test_serve_api import reply  # noqa: E402
 
 VERBS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -178,19 +179,8 @@ def test_the_resolver_follows_nested_definitions_outwards_and_escaped_pointers()
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the [serve] extra)")
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them as root)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1800"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
-    try:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def rendered(browser: Any, url: str) -> Any:

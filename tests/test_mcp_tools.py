@@ -80,13 +80,20 @@ def test_an_answer_takes_checked_options_and_runs_as_a_job_with_its_stages_as_pr
     assert not within.is_error, within.content
 
 
-def test_calls_share_one_bounded_queue_a_full_one_is_refused_and_a_deadline_holds(root):
+def held_model():
+    """A model reply that says it has begun (``entered``) and answers "nine" once ``release`` is set."""
     entered, release = threading.Event(), threading.Event()
 
     def held(prompt, i):
         entered.set()
         release.wait(30)
         return "nine"
+
+    return entered, release, held
+
+
+def test_calls_share_one_bounded_queue_a_full_one_is_refused_and_a_deadline_holds(root):
+    entered, release, held = held_model()
 
     async def script(client):
         results = {}
@@ -167,12 +174,7 @@ def test_a_search_runs_as_a_job_with_its_own_size(root, monkeypatch):
 
 
 def test_a_document_is_removed_unless_an_answer_reads_it(root):
-    entered, release = threading.Event(), threading.Event()
-
-    def held(prompt, i):
-        entered.set()
-        release.wait(30)
-        return "nine"
+    entered, release, held = held_model()
 
     async def script(client):
         doc_id = (await client.call_tool("add_document", {"path": "harbour.md"})).structured_content["document_id"]

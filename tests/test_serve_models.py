@@ -5,7 +5,6 @@ chromium through Selenium."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import threading
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from ragfunnel.confidence import current_calibration
+from tests.browser import headless_chromium
 from tests.test_cli import RAGFUNNEL
 from tests.test_registry_and_http import free_port
 
@@ -184,24 +184,13 @@ def test_sigterm_answers_running_and_queued_requests_and_exits_within_two_second
 @contextmanager
 def inspector(url: str) -> Iterator[Any]:
     """The inspector page in headless chromium, once it has reached the server."""
-    webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the [serve] extra)")
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
+    with headless_chromium() as browser:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
 
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    if not chromium or not driver_path:
-        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them as root)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,1800"):
-        options.add_argument(flag)
-    browser = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver_path))
-    try:
         browser.get(url + "/")
         WebDriverWait(browser, 30).until(lambda b: "light" in b.find_element(By.ID, "models").text)
         yield browser
-    finally:
-        browser.quit()
 
 
 def ask_in(browser: Any, question: str, method: str) -> None:
