@@ -280,15 +280,21 @@ def _shown(value: Any) -> str:
     return "none" if value in (None, ()) else str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _field_option(opt: Option, *, default: Any, methods: list[tuple[str, type, Option]]
+                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The click option of a configuration field: ``--name`` (a pair of flags for a bool), typed and bounded."""
+    flag = "--" + opt.name.replace("_", "-")
+    kind = _click_type(opt)
+    return click.option(f"{flag}/--no-{flag[2:]}" if kind is bool else flag, opt.name,
+                        type=None if kind is bool else kind, default=default, metavar=opt.spec.metavar,
+                        help=_help(opt, methods))
+
+
 def config_option(config: type, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Field ``name`` of ``config`` as an option of a command that is not a method (``search``, ``funnel
     distill``), with the field's own default."""
     opt = next(o for o in options_of_config(config) if o.name == name)
-    kind = _click_type(opt)
-    flag = "--" + name.replace("_", "-")
-    return click.option(f"{flag}/--no-{flag[2:]}" if kind is bool else flag, name,
-                        type=None if kind is bool else kind, default=opt.default, metavar=opt.spec.metavar,
-                        help=_help(opt, [("", config, opt)]))
+    return _field_option(opt, default=opt.default, methods=[("", config, opt)])
 
 
 def config_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]:
@@ -299,15 +305,7 @@ def config_options() -> list[Callable[[Callable[..., Any]], Callable[..., Any]]]
         for opt in options_of_config(config):
             if opt.spec.front_end:
                 by_name.setdefault(opt.name, []).append((method, config, opt))
-    decorators = []
-    for name, methods in by_name.items():
-        opt = methods[0][2]
-        flag = "--" + name.replace("_", "-")
-        kind = _click_type(opt)
-        declared = f"{flag}/--no-{flag[2:]}" if kind is bool else flag
-        decorators.append(click.option(declared, name, type=None if kind is bool else kind, default=None,
-                                       metavar=opt.spec.metavar, help=_help(opt, methods)))
-    return decorators
+    return [_field_option(methods[0][2], default=None, methods=methods) for methods in by_name.values()]
 
 
 def method_options(command: Callable) -> Callable:
