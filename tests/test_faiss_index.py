@@ -112,7 +112,7 @@ def test_a_corrupted_faiss_file_is_refused_by_its_checksum(faiss, tmp_path):
         f.write(b"\xff\xff\xff\xff")
     with pytest.raises(InputError, match="flat.faiss is corrupted") as error:
         CorpusIndex(tmp_path / "ix")
-    assert one_line(error).endswith(f"{REBUILD} {tmp_path / 'ix'} --flat --faiss hnsw --force`")
+    assert one_line(error).endswith(f"{REBUILD} {tmp_path / 'ix'} --flat --passage-words 5 --faiss hnsw --force`")
 
 
 def test_a_faiss_file_this_faiss_cannot_read_is_refused_with_the_rebuild_command(faiss, tmp_path):
@@ -126,7 +126,7 @@ def test_a_faiss_file_this_faiss_cannot_read_is_refused_with_the_rebuild_command
     with pytest.raises(InputError, match=rf"flat.faiss cannot be read by FAISS {faiss.__version__} "
                                          r"\(written by FAISS 0.9.0: .+\); rebuild it") as error:
         ix.nearest_passages(clustered(1, seed=13)[0], 4)
-    assert one_line(error).endswith(f"{REBUILD} {root} --flat --faiss ivf --force`")
+    assert one_line(error).endswith(f"{REBUILD} {root} --flat --passage-words 5 --faiss ivf --force`")
     assert m.faiss.faiss_version != "0.9.0"
 
 

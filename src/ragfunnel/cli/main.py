@@ -131,6 +131,10 @@ def pull(spec: str) -> None:
                    "flat up to 100k passages, hnsw up to 1M, ivf above, ivfpq when the vectors would fill half the "
                    "memory [default: auto with the [faiss] extra installed, else none].")
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
+@click.option("--update", is_flag=True,
+              help="Update the index DIR holds to this corpus: documents are matched by content hash, and only "
+                   "new and changed ones are read and embedded; the result equals a fresh build. Give the options "
+                   "the index was built with.")
 @click.option("--split", type=click.Choice(list(SPLITS)), default="files", show_default=True,
               help="With a folder: each file is a document, or each EPUB chapter, PDF outline section and "
                    "top-level heading is one.")
@@ -138,21 +142,31 @@ def pull(spec: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
 @ray_options("With --flat or --embed-documents: embed on Ray Data workers")
 def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int,
-          embed_documents: bool, embedder: str, faiss: str | None, force: bool, split: str, as_json: bool,
-          **given: Any) -> None:
+          embed_documents: bool, embedder: str, faiss: str | None, force: bool, update: bool, split: str,
+          as_json: bool, **given: Any) -> None:
     """Index CORPUS (JSON, JSONL, a MediaWiki XML dump, or a folder of PDF, DOCX, EPUB, HTML, Markdown and text
     files) for corpus retrieval: documents, clusters, BM25.
 
     With --ray, the passages and documents are embedded by Ray Data workers into the same files."""
     from ragfunnel.corpus.index_build import build_index
+    from ragfunnel.corpus.index_update import update_index
 
+    if force and update:
+        raise click.UsageError("--force rebuilds and --update updates; give one of them")
     limits = read_limits(given)
     ray = ray_from(given)
     journal.out_dir(out_dir)
     docs = load_corpus(corpus, split=split, limits=limits)
-    m = build_index(docs, out_dir, source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
-                    passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, embedder=embedder,
-                    ray=ray, force=force)
+    options = dict(source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
+                   passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, embedder=embedder,
+                   ray=ray)
+    if update:
+        done = update_index(docs, out_dir, **options)
+        m = done.manifest
+        if not as_json:
+            click.echo(f"{out_dir}: updated: {done.describe()}")
+    else:
+        m = build_index(docs, out_dir, force=force, **options)
     if as_json:
         click.echo(json.dumps(m.to_json(), indent=2))
         return

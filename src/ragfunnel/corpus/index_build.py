@@ -24,6 +24,10 @@ import numpy as np
 from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index_manifest import (
+    DEFAULT_CLUSTER_TOKENS,
+    DEFAULT_PASSAGE_WORDS,
+    DOCUMENT_DIGESTS,
+    DOCUMENT_TOKENS,
     DOCUMENT_VECTORS,
     FAISS_FILE,
     FORMAT,
@@ -48,7 +52,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLUSTER_TOKENS = 4000
 
 
 def check_documents(docs: list[Document]) -> None:
@@ -67,14 +70,27 @@ def check_documents(docs: list[Document]) -> None:
 def content_sha256(docs: list[Document]) -> str:
     digest = hashlib.sha256()
     for d in docs:
-        fields = [f.encode() for f in (d.id, d.title, d.text, *d.links)]
-        # A header of the fields' byte lengths (so also their count) makes the stream unambiguous:
-        # no two different corpora hash the same bytes. Cheaper than one json.dumps per document.
-        digest.update(" ".join(str(len(f)) for f in fields).encode() + b"\n" + b"".join(fields))
+        digest.update(_document_bytes(d))
     return digest.hexdigest()
 
 
-def _listing(root: Path) -> dict[str, dict[str, int | str]]:
+def document_digests(docs: list[Document]) -> np.ndarray:
+    """Every document's SHA-256 (a row of 32 bytes each) over its id, title, text and links: what ``--update``
+    matches documents by."""
+    digests = np.empty((len(docs), 32), dtype=np.uint8)
+    for i, d in enumerate(docs):
+        digests[i] = np.frombuffer(hashlib.sha256(_document_bytes(d)).digest(), dtype=np.uint8)
+    return digests
+
+
+def _document_bytes(d: Document) -> bytes:
+    fields = [f.encode() for f in (d.id, d.title, d.text, *d.links)]
+    # A header of the fields' byte lengths (so also their count) makes the stream unambiguous:
+    # no two different corpora hash the same bytes. Cheaper than one json.dumps per document.
+    return " ".join(str(len(f)) for f in fields).encode() + b"\n" + b"".join(fields)
+
+
+def listing(root: Path) -> dict[str, dict[str, int | str]]:
     return {str(p.relative_to(root)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != MANIFEST}
 
@@ -86,7 +102,7 @@ def build_index(
     source: str,
     max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
     flat: bool = False,
-    passage_words: int = 100,
+    passage_words: int = DEFAULT_PASSAGE_WORDS,
     embed_documents: bool = False,
     faiss: str | None = None,
     embedder: str = DEFAULT_EMBEDDER,
@@ -102,7 +118,7 @@ def build_index(
     Ray cluster ``ray`` describes when given.
     """
     out = Path(out)
-    _check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
+    check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
                    embedder=embedder, ray=ray)
     # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
     chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
@@ -116,30 +132,64 @@ def build_index(
     check_documents(docs)
 
     started = time.perf_counter()
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    _write_documents(docs, tmp)
-    clustering = _write_clusters(docs, tmp, max_cluster_tokens)
+    tmp = partial_directory(out)
+    write_documents(docs, tmp)
+    tokens = document_tokens(docs)
+    clustering = write_clusters(docs, tokens, tmp, max_cluster_tokens)
     n_passages, info = _write_embeddings(docs, tmp, flat=flat, passage_words=passage_words,
                                          embed_documents=embed_documents, chosen=chosen, ray=ray)
-    faiss_config = _write_faiss(tmp, faiss, n_passages) if flat else None
-    manifest = Manifest(
+    faiss_config = write_faiss(tmp, faiss, n_passages) if flat else None
+    return finish_index(tmp, out, Manifest(
         format=FORMAT, version=VERSION, source=source, content_sha256=digest,
         max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
         graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
         oversize_documents=clustering.oversize_documents,
         passages=n_passages, passage_words=passage_words if flat else 0,
-        build_seconds=round(time.perf_counter() - started, 3), files=_listing(tmp), faiss=faiss_config,
+        build_seconds=round(time.perf_counter() - started, 3), files=listing(tmp), faiss=faiss_config,
         embedder=info,
-    )
+    ))
+
+
+def restore_previous(out: Path) -> None:
+    """Put back the index a build killed between the two renames of :func:`finish_index` left in
+    ``DIR.previous``."""
+    previous = _previous_directory(out)
+    if previous.exists() and not out.exists():
+        previous.rename(out)
+
+
+def partial_directory(out: Path) -> Path:
+    """A fresh, empty ``DIR.partial`` beside ``out`` to build into (after :func:`restore_previous`)."""
+    restore_previous(out)
+    tmp = out.with_name(out.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def finish_index(tmp: Path, out: Path, manifest: Manifest) -> Manifest:
+    """Write ``manifest`` into the finished ``tmp`` and swap it in for ``out``.
+
+    Until the first rename, ``out`` is the old index, untouched; after it, the old index waits in
+    ``DIR.previous`` (restored by :func:`partial_directory` if the process dies before the second), and is
+    deleted once the new one is in place. A directory cannot be replaced by one atomic rename when the
+    target is not empty, hence the two.
+    """
     (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=2))
-    shutil.rmtree(out, ignore_errors=True)
+    previous = _previous_directory(out)
+    shutil.rmtree(previous, ignore_errors=True)
+    if out.exists():
+        out.rename(previous)
     tmp.rename(out)
+    shutil.rmtree(previous, ignore_errors=True)
     return manifest
 
 
-def _check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool, faiss: str | None, embedder: str,
+def _previous_directory(out: Path) -> Path:
+    return out.with_name(out.name + ".previous")
+
+
+def check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool, faiss: str | None, embedder: str,
                    ray: RayOptions | None) -> None:
     """Refuse settings that contradict each other, and a FAISS index without its extra, before any work."""
     if max_cluster_tokens < 1:
@@ -158,7 +208,12 @@ def _check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool
 
 def _build_key(m: Manifest) -> tuple[object, ...]:
     """What decides whether an index can be kept: the corpus it holds and the settings it was built with."""
-    return (m.content_sha256, m.max_cluster_tokens, m.passage_words, m.document_vectors,
+    return (m.content_sha256, *settings_key(m))
+
+
+def settings_key(m: Manifest) -> tuple[object, ...]:
+    """The settings an index was built with, as :func:`build_index`'s ``wanted`` lists them after the corpus."""
+    return (m.max_cluster_tokens, m.passage_words, m.document_vectors,
             m.embedder and (m.embedder.spec, m.embedder.identity))
 
 
@@ -170,7 +225,7 @@ def _kept_index(out: Path, wanted: tuple[object, ...], faiss: str | None, *, for
             old = read_manifest(out)
         except InputError:
             old = None  # damaged, or from another ragfunnel: rebuilt only when asked
-        if old is not None and _faiss_matches(old, faiss) and _build_key(old) == wanted:
+        if old is not None and faiss_matches(old, faiss) and _build_key(old) == wanted:
             return old
         raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; set "
                           f"{option('force')} to rebuild it, or write to another directory ({option('out')})")
@@ -190,9 +245,10 @@ class _Clustering:
     oversize_documents: int  # documents larger than a cluster may be, each a cluster of its own
 
 
-def _write_clusters(docs: list[Document], root: Path, max_cluster_tokens: int) -> _Clustering:
+def write_clusters(docs: list[Document], tokens: TokenIds, root: Path, max_cluster_tokens: int) -> _Clustering:
     """Cluster the documents over their relation graph (Algorithm 1), write the clusters and BM25 over the
-    clusters and over the documents."""
+    clusters and over the documents from the documents' ``tokens`` (:func:`document_tokens`), kept beside them
+    for ``--update``."""
     log.info("building the relation graph of %d documents", len(docs))
     graph = relation_graph(docs)
     titles = {d.title for d in docs}
@@ -202,7 +258,7 @@ def _write_clusters(docs: list[Document], root: Path, max_cluster_tokens: int) -
     members = np.fromiter((i for c in clusters for i in c), dtype=np.int64, count=len(docs))
     np.save(root / "clusters.members.npy", members)
     np.save(root / "clusters.offsets.npy", np.cumsum([0, *map(len, clusters)], dtype=np.int64))
-    _write_bm25_indexes(docs, clusters, root)
+    _write_bm25_indexes(tokens, clusters, root)
     return _Clustering(
         clusters=len(clusters), graph="links" if any(d.links for d in docs) else "title mentions",
         edges=graph.number_of_edges(), links_outside=sum(1 for d in docs for t in d.links if t not in titles),
@@ -210,13 +266,12 @@ def _write_clusters(docs: list[Document], root: Path, max_cluster_tokens: int) -
     )
 
 
-def _write_bm25_indexes(docs: list[Document], clusters: list[list[int]], root: Path) -> None:
-    log.info("tokenising %d documents", len(docs))
-    tokens = document_tokens(docs)
+def _write_bm25_indexes(tokens: TokenIds, clusters: list[list[int]], root: Path) -> None:
+    tokens.save(root / DOCUMENT_TOKENS)
     log.info("indexing %d clusters with BM25", len(clusters))
     # A cluster's text (cluster_text) is its documents' joined by blank lines, so its tokens are theirs.
     _write_bm25(tokens.joined(clusters), root / "clusters.bm25")
-    log.info("indexing %d documents with BM25", len(docs))
+    log.info("indexing %d documents with BM25", len(tokens))
     _write_bm25(tokens, root / "documents.bm25")
 
 
@@ -229,7 +284,7 @@ def _write_embeddings(docs: list[Document], root: Path, *, flat: bool, passage_w
         jobs.append((_write_spans(docs, root, passage_words), root / "flat.vectors.npy", "embed passages"))
     if embed_documents:
         jobs.append(([d.render() for d in docs], root / DOCUMENT_VECTORS, "embed documents"))
-    _write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
+    write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
                    identity=chosen.identity if chosen else None)
     n_passages = len(jobs[0][0]) if flat else 0
     if chosen is None:
@@ -238,7 +293,7 @@ def _write_embeddings(docs: list[Document], root: Path, *, flat: bool, passage_w
     return n_passages, EmbedderInfo(spec=chosen.spec, identity=chosen.identity, dim=int(vectors.shape[1]))
 
 
-def _write_faiss(root: Path, faiss: str | None, n_passages: int) -> FaissConfig | None:
+def write_faiss(root: Path, faiss: str | None, n_passages: int) -> FaissConfig | None:
     """A FAISS index over the passage vectors, of the type ``faiss`` names; unset, ``auto`` when the extra is
     installed and none otherwise."""
     kind = faiss or ("auto" if faiss_installed() else "none")
@@ -251,7 +306,7 @@ def _write_faiss(root: Path, faiss: str | None, n_passages: int) -> FaissConfig 
     return config
 
 
-def _faiss_matches(old: Manifest, faiss: str | None) -> bool:
+def faiss_matches(old: Manifest, faiss: str | None) -> bool:
     """Whether an index's FAISS file is what ``faiss`` asks for (unset: whatever it has)."""
     if faiss is None:
         return True
@@ -266,6 +321,7 @@ def cluster_text(docs: list[Document], members: list[int]) -> str:
 
 def document_tokens(docs: list[Document]) -> TokenIds:
     """Every document's rendered title and text, tokenised once for both BM25 indexes."""
+    log.info("tokenising %d documents", len(docs))
     return tokenize_ids(d.render() for d in docs)
 
 
@@ -279,12 +335,17 @@ def _write_spans(docs: list[Document], root: Path, passage_words: int) -> list[s
     for i, d in enumerate(docs):
         for start, end in word_windows(d.text, passage_words):
             spans.append((i, start, end))
-            texts.append(f"{d.title}\n{d.text[start:end]}" if d.title else d.text[start:end])
+            texts.append(passage_text(d, start, end))
     np.save(root / "flat.spans.npy", np.asarray(spans, dtype=np.int64).reshape(-1, 3))
     return texts
 
 
-def _write_vectors(jobs: list[tuple[list[str], Path, str]], *, spec: str, ray: RayOptions | None,
+def passage_text(d: Document, start: int, end: int) -> str:
+    """What is embedded for the passage ``d.text[start:end]``: the document's title, then the passage."""
+    return f"{d.title}\n{d.text[start:end]}" if d.title else d.text[start:end]
+
+
+def write_vectors(jobs: list[tuple[list[str], Path, str]], *, spec: str, ray: RayOptions | None,
                    identity: str | None) -> None:
     """Write the embeddings of every job's texts by the embedder ``spec`` to its file: on Ray workers with
     ``ray`` (into the same files, merged from shards; each worker's embedder must have ``identity``, the
@@ -311,7 +372,9 @@ def _embed(texts: list[str], desc: str, step: int = 256, *, spec: str = DEFAULT_
     return np.concatenate(parts).astype(np.float32, copy=False)
 
 
-def _write_documents(docs: list[Document], root: Path) -> None:
+def write_documents(docs: list[Document], root: Path, digests: np.ndarray | None = None) -> None:
+    """Write the documents, where each starts, and their digests (:func:`document_digests`, computed unless
+    given)."""
     offsets = [0]
     with (root / "documents.jsonl").open("wb") as f:
         for d in docs:
@@ -320,3 +383,4 @@ def _write_documents(docs: list[Document], root: Path) -> None:
             f.write(line)
             offsets.append(offsets[-1] + len(line))
     np.save(root / "documents.offsets.npy", np.asarray(offsets, dtype=np.int64))
+    np.save(root / DOCUMENT_DIGESTS, document_digests(docs) if digests is None else digests)

@@ -25,6 +25,12 @@ own fields too, and its counts must match the arrays it describes):
                              used without the ``[faiss]`` extra
 ``documents.vectors.npy``    with ``embed_documents``: every document's embedding by the same embedder
                              (float32, unit length), which the bi-encoder pre-ranker reads instead of encoding
+``documents.sha256.npy``     every document's SHA-256 (32 bytes a row), by which ``--update`` finds what changed
+``documents.tokens/``        every document's BM25 terms (``ids.npy``, ``lengths.npy``, ``terms.json``), so that
+                             ``--update`` tokenises only the documents that changed
+
+The last two came with ``--update``; an index built before them is read as before and rebuilt once
+(``--force``) before it can be updated.
 """
 
 from __future__ import annotations
@@ -41,8 +47,11 @@ from ragfunnel.retrieve.faiss_search import FaissConfig
 
 FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
 MANIFEST = "manifest.json"
+DEFAULT_CLUSTER_TOKENS, DEFAULT_PASSAGE_WORDS = 4000, 100  # ragfunnel index's defaults
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is counts, settings and a digest per file: a few kilobytes
 DOCUMENT_VECTORS = "documents.vectors.npy"
+DOCUMENT_DIGESTS = "documents.sha256.npy"
+DOCUMENT_TOKENS = "documents.tokens"
 _BM25_FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy", "params.index.json",
                "vocab.index.json")  # what bm25s writes for our Lucene BM25, all of which it reads back
 # Files every index holds; ``flat`` adds FLAT_FILES, ``embed_documents`` adds DOCUMENT_VECTORS.
@@ -169,13 +178,19 @@ def file_sha256(path: Path) -> str:
 
 def rebuild_fix(root: Path, manifest: Manifest | None = None) -> str:
     """The fix for a damaged index: the command that rebuilds it, with the options ``manifest`` says it had."""
-    options = ""
-    if manifest is not None:
-        options += "".join((" --flat" if manifest.passages else "",
-                            f" --faiss {manifest.faiss.kind}" if manifest.faiss else "",
-                            " --embed-documents" if manifest.document_vectors else "",
-                            f" --embedder {manifest.embedder.spec}" if manifest.embedder else ""))
+    options = build_options(manifest) if manifest is not None else ""
     return f"rebuild it with `ragfunnel index CORPUS --out {root}{options} --force`"
+
+
+def build_options(m: Manifest) -> str:
+    """The options of ``ragfunnel index`` that build an index like ``m`` (those not at their default)."""
+    clusters, words = m.max_cluster_tokens, m.passage_words
+    return "".join((f" --max-cluster-tokens {clusters}" if clusters != DEFAULT_CLUSTER_TOKENS else "",
+                    " --flat" if m.passages else "",
+                    f" --passage-words {words}" if m.passages and words != DEFAULT_PASSAGE_WORDS else "",
+                    f" --faiss {m.faiss.kind}" if m.faiss else "",
+                    " --embed-documents" if m.document_vectors else "",
+                    f" --embedder {m.embedder.spec}" if m.embedder else ""))
 
 
 def read_manifest(root: Path) -> Manifest:

@@ -13,6 +13,7 @@ once can be indexed in several groupings (documents, and clusters of them).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from array import array
@@ -70,7 +71,14 @@ class TokenIds:
         Equal to tokenising the texts joined with blank lines, since no token spans a text's end.
         """
         order = np.fromiter(chain.from_iterable(groups), dtype=np.int64)
-        sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+        return self._gathered(order, np.fromiter(map(len, groups), dtype=np.int64, count=len(groups)))
+
+    def take(self, order: np.ndarray) -> TokenIds:
+        """Tokens of the texts at ``order``, one text each."""
+        return self._gathered(np.asarray(order, dtype=np.int64), np.ones(len(order), dtype=np.int64))
+
+    def _gathered(self, order: np.ndarray, sizes: np.ndarray) -> TokenIds:
+        """Texts ``order`` in groups of ``sizes`` consecutive ones, each group's tokens concatenated."""
         lengths = self.lengths[order]
         ends = np.cumsum(lengths)
         # Each output token's position in self.ids: its text's start, plus its rank in the output
@@ -80,6 +88,52 @@ class TokenIds:
         cumulative = np.concatenate([[0], ends])
         group_ends = np.cumsum(sizes)
         return TokenIds(self.ids[positions], cumulative[group_ends] - cumulative[group_ends - sizes], self.vocab)
+
+
+    def in_first_seen_order(self) -> TokenIds:
+        """The same tokens with their terms numbered by first occurrence and unused terms dropped: the ids
+        :func:`tokenize_ids` gives when it reads these texts in this order."""
+        used, first = np.unique(self.ids, return_index=True)
+        ranked = used[np.argsort(first)]
+        renumber = np.zeros(max(self.vocab.values(), default=-1) + 1, dtype=np.int32)
+        renumber[ranked] = np.arange(ranked.size, dtype=np.int32)
+        names = _terms(self.vocab)
+        return TokenIds(renumber[self.ids], self.lengths, {names[t]: k for k, t in enumerate(ranked.tolist())})
+
+    def save(self, directory: Path) -> None:
+        """Write the ids, lengths and terms as ``ids.npy``, ``lengths.npy`` and ``terms.json`` (terms by id)."""
+        directory.mkdir()
+        np.save(directory / "ids.npy", self.ids)
+        np.save(directory / "lengths.npy", self.lengths)
+        (directory / "terms.json").write_text(json.dumps(_terms(self.vocab), ensure_ascii=False))
+
+    @classmethod
+    def load(cls, directory: Path) -> TokenIds:
+        """Tokens written by :meth:`save` (from an index whose checksums were verified)."""
+        terms = json.loads((directory / "terms.json").read_text())
+        return cls(np.load(directory / "ids.npy"), np.load(directory / "lengths.npy"),
+                   {term: i for i, term in enumerate(terms)})
+
+
+def concatenate_tokens(parts: Sequence[TokenIds]) -> TokenIds:
+    """The texts of every part, in order, with one vocabulary: each part's terms mapped into it."""
+    vocab: dict[str, int] = {}
+    ids = []
+    for part in parts:
+        table = np.zeros(max(part.vocab.values(), default=-1) + 1, dtype=np.int32)
+        for term, i in part.vocab.items():
+            table[i] = vocab.setdefault(term, len(vocab))
+        ids.append(table[part.ids])
+    return TokenIds(np.concatenate([np.zeros(0, dtype=np.int32), *ids]),
+                    np.concatenate([np.zeros(0, dtype=np.int64), *(p.lengths for p in parts)]), vocab)
+
+
+def _terms(vocab: dict[str, int]) -> list[str]:
+    """The terms of ``vocab`` listed by id (ids are 0..n-1)."""
+    terms = [""] * len(vocab)
+    for term, i in vocab.items():
+        terms[i] = term
+    return terms
 
 
 def _starts(lengths: np.ndarray) -> np.ndarray:

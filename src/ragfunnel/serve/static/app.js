@@ -186,24 +186,6 @@ function showCitations(result) {
   }));
 }
 
-function highlight(citation) {
-  const chunks = [...document.querySelectorAll("#chunks .chunk")];
-  const holder = chunks.filter((div) => Number(div.dataset.start) <= citation.context_start).pop();
-  if (!holder) return;
-  for (const old of document.querySelectorAll("#chunks mark")) old.replaceWith(text(old.textContent));
-  const body = holder.querySelector(".chunk-text");
-  const at = body.textContent.indexOf(citation.quote);
-  if (at >= 0) {
-    const whole = body.textContent;
-    const mark = document.createElement("mark");
-    mark.textContent = citation.quote;
-    body.replaceChildren(text(whole.slice(0, at)), mark, text(whole.slice(at + citation.quote.length)));
-  }
-  holder.scrollIntoView({ behavior: "smooth", block: "center" });
-  holder.classList.add("cited");
-  setTimeout(() => holder.classList.remove("cited"), 2000);
-}
-
 function show(result) {
   $("result").hidden = false;
   $("answer").textContent = result.answer;
@@ -229,33 +211,159 @@ function show(result) {
     li.append(answer, text(" — " + (s.rationale || s.text)));
     return li;
   }) : [text("This method writes no drafts.")]));
-  $("chunks").replaceChildren(...result.chunks.map((c) => {
-    const div = document.createElement("div");
-    div.className = "chunk" + (c.read ? " read" : "");
-    div.dataset.position = c.position;
-    div.dataset.start = c.start;
-    div.title = (c.where ? `${c.where}; ` : "") + `chunk ${c.position}: question ${c.question_score}` + (c.draft_score === null ? "" : `, drafts ${c.draft_score}`)
-      + (c.read ? ", read by the answering model" : "");
-    const scores = document.createElement("div");
-    scores.className = "scores";
-    const q = document.createElement("span");
-    q.style.background = `rgba(45, 108, 223, ${0.08 + 0.8 * c.question_score})`;
-    const d = document.createElement("span");
-    d.style.background = c.draft_score === null ? "transparent" : `rgba(230, 126, 34, ${0.08 + 0.8 * c.draft_score})`;
-    scores.append(q, d);
-    const body = document.createElement("div");
-    body.className = "chunk-text";
+  showChunks(result.chunks);
+}
+
+// The document's chunks as a virtual list: a book has hundreds, so only the rows in view, and OVERSCAN more
+// on either side, are drawn, in #chunk-rows, placed at their offset inside #chunk-spacer, which is as tall as
+// the whole list. A row's height is estimated from its text until it has been drawn and measured. `rows` are
+// the chunks listed (all, or only those read), as indices into `chunks`; `offsets[r]` is where row r begins.
+const OVERSCAN = 10, WHOLE = 50, GAP = 3;  // a list of WHOLE rows or fewer is drawn whole; GAP: the rows' margin
+const list = { chunks: [], rows: [], heights: [], offsets: [0], width: 0, first: -1, last: -1,
+  mark: null, cited: -1, uncite: 0, frame: 0 };
+
+function showChunks(chunks) {
+  Object.assign(list, { chunks, rows: [], mark: null, cited: -1 });
+  $("chunk-count").textContent = `${chunks.filter((c) => c.read).length} of ${chunks.length} chunks read`;
+  $("only-read").checked = false;
+  keepingTop(() => { estimateHeights(); listRows(); });
+}
+
+// A row's height before it is drawn: its text in lines of the list's width (about 6.8 px a character at the
+// chunks' font size, 18.4 px a line), a line more for its place, its padding and the gap to the next.
+function estimateHeights() {
+  list.width = $("chunks").clientWidth;
+  const perLine = Math.max(20, (list.width - 70) / 6.8);
+  list.heights = list.chunks.map((c) => 18.4 * (Math.ceil(c.text.length / perLine) + (c.where ? 1 : 0)) + 12 + GAP);
+}
+
+function listRows() {
+  const only = $("only-read").checked;
+  list.rows = list.chunks.flatMap((c, i) => (only && !c.read ? [] : [i]));
+}
+
+function placeRows() {
+  list.offsets = [0];
+  for (const i of list.rows) list.offsets.push(list.offsets.at(-1) + list.heights[i]);
+  $("chunk-spacer").style.height = `${list.offsets.at(-1)}px`;
+}
+
+// Change what is listed, keeping the chunk at the top of the view there (or the next one listed).
+function keepingTop(change) {
+  const box = $("chunks"), top = list.rows[rowAt(box.scrollTop)];
+  change();
+  placeRows();
+  box.scrollTop = top === undefined ? 0 : list.offsets[rowOf(top)];
+  draw(true);
+}
+
+// The last row beginning at or above y (a binary search of the offsets).
+function rowAt(y) {
+  let lo = 0, hi = list.rows.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (list.offsets[mid] <= y) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// The row of chunk i, or of the first chunk after it that is listed.
+function rowOf(i) {
+  const row = list.rows.findIndex((j) => j >= i);
+  return row < 0 ? Math.max(0, list.rows.length - 1) : row;
+}
+
+// Draw the rows in view, unless they are drawn already; then measure them, and if they were taller or
+// shorter than thought, move the list under the view so that the row at its top stays put.
+function draw(force = false) {
+  const box = $("chunks"), top = box.scrollTop, anchor = rowAt(top), n = list.rows.length;
+  const whole = n <= WHOLE;
+  const first = whole ? 0 : Math.max(0, anchor - OVERSCAN);
+  const last = whole ? n : Math.min(n, rowAt(top + box.clientHeight) + 1 + OVERSCAN);
+  if (!force && first === list.first && last === list.last) return;
+  Object.assign(list, { first, last });
+  const rows = $("chunk-rows");
+  rows.style.top = `${list.offsets[first]}px`;
+  rows.replaceChildren(...list.rows.slice(first, last).map((i) => chunkRow(list.chunks[i], i)));
+  const before = list.offsets[anchor];
+  let changed = false;
+  [...rows.children].forEach((div, k) => {
+    const i = list.rows[first + k], height = div.getBoundingClientRect().height + GAP;
+    if (Math.abs(height - list.heights[i]) > 0.5) [list.heights[i], changed] = [height, true];
+  });
+  if (changed) {
+    placeRows();
+    box.scrollTop += list.offsets[anchor] - before;
+  }
+}
+
+// Draw again at most once a frame, however often the list scrolls or the window resizes.
+function redraw() {
+  if (list.frame) return;
+  list.frame = requestAnimationFrame(() => {
+    list.frame = 0;
+    if ($("chunks").clientWidth !== list.width && list.chunks.length) keepingTop(estimateHeights);
+    else draw();
+  });
+}
+
+function chunkRow(c, i) {
+  const div = document.createElement("div");
+  div.className = "chunk" + (c.read ? " read" : "") + (i === list.cited ? " cited" : "");
+  div.dataset.position = c.position;
+  div.dataset.start = c.start;
+  div.title = (c.where ? `${c.where}; ` : "") + `chunk ${c.position}: question ${c.question_score}` + (c.draft_score === null ? "" : `, drafts ${c.draft_score}`)
+    + (c.read ? ", read by the answering model" : "");
+  const scores = document.createElement("div");
+  scores.className = "scores";
+  const q = document.createElement("span");
+  q.style.background = `rgba(45, 108, 223, ${0.08 + 0.8 * c.question_score})`;
+  const d = document.createElement("span");
+  d.style.background = c.draft_score === null ? "transparent" : `rgba(230, 126, 34, ${0.08 + 0.8 * c.draft_score})`;
+  scores.append(q, d);
+  const body = document.createElement("div");
+  body.className = "chunk-text";
+  const at = list.mark && list.mark.chunk === i ? c.text.indexOf(list.mark.quote) : -1;
+  if (at >= 0) {
+    const mark = document.createElement("mark");
+    mark.textContent = list.mark.quote;
+    body.append(text(c.text.slice(0, at)), mark, text(c.text.slice(at + list.mark.quote.length)));
+  } else {
     body.textContent = c.text;
-    if (c.where) {
-      const where = document.createElement("div");
-      where.className = "where";
-      where.textContent = c.where;
-      div.append(scores, where, body);
-    } else {
-      div.append(scores, body);
-    }
-    return div;
-  }));
+  }
+  if (c.where) {
+    const where = document.createElement("div");
+    where.className = "where";
+    where.textContent = c.where;
+    div.append(scores, where, body);
+  } else {
+    div.append(scores, body);
+  }
+  return div;
+}
+
+// Scroll to the chunk a citation quotes (listing every chunk if it was not read), mark the quote, and
+// outline the chunk for two seconds.
+function highlight(citation) {
+  const i = list.chunks.findLastIndex((c) => c.start <= citation.context_start);
+  if (i < 0) return;
+  if ($("only-read").checked && !list.chunks[i].read) {
+    $("only-read").checked = false;
+    keepingTop(listRows);
+  }
+  Object.assign(list, { mark: { chunk: i, quote: citation.quote }, cited: i });
+  const box = $("chunks"), row = rowOf(i);
+  for (let pass = 0; pass < 2; pass++) {  // the second uses the heights the first measured
+    box.scrollTop = list.offsets[row] - (box.clientHeight - list.heights[i]) / 2;
+    draw(true);
+  }
+  $("chunk-rows").children[row - list.first]?.scrollIntoView({ behavior: "smooth", block: "center" });
+  clearTimeout(list.uncite);
+  list.uncite = setTimeout(() => {
+    list.cited = -1;
+    for (const div of document.querySelectorAll("#chunks .cited")) div.classList.remove("cited");
+  }, 2000);
 }
 
 function text(value) {
@@ -320,6 +428,9 @@ async function start() {
   $("token").addEventListener("change", () => { localStorage.setItem("ragfunnel-token", $("token").value); load(); });
   $("ask").addEventListener("click", onAsk);
   $("compare").addEventListener("click", onCompare);
+  $("only-read").addEventListener("change", () => keepingTop(listRows));
+  $("chunks").addEventListener("scroll", redraw);
+  window.addEventListener("resize", redraw);
   $("question").addEventListener("keydown", (e) => { if (e.key === "Enter") onAsk(); });
   $("upload").addEventListener("change", async () => {
     const files = [...$("upload").files];

@@ -1,0 +1,235 @@
+"""Updating a corpus index for a changed corpus: ``ragfunnel index CORPUS --out DIR --update``.
+
+Documents are matched by their SHA-256 (id, title, text and links; ``documents.sha256.npy``). A document
+the index already holds keeps its BM25 terms, its passages and their vectors, and its document vector; a
+new or changed one is tokenised, cut into passages and embedded; documents the corpus no longer holds
+are dropped. What depends on the whole corpus is then recomputed from those parts, so the updated index
+is the one a fresh build of the same corpus writes:
+
+- the relation graph and the clusters: Algorithm 1 is one greedy pass over the whole graph in one global
+  order, so a single changed link can move clusters anywhere in its connected component (on a linked
+  corpus, nearly all of it); it costs seconds per 100k documents;
+- both BM25 indexes, whose idf and average length are the corpus's: rebuilt from the kept and new terms,
+  numbered as a fresh tokenisation numbers them;
+- the FAISS index, from the kept and new vectors.
+
+Embedding is what a build spends its time on, and only the new passages are embedded. The update is
+written into ``DIR.partial`` and swapped in as a build is (``index_build.finish_index``): a kill at any
+moment leaves the old index in ``DIR``, usable.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.corpus.index_build import (
+    DEFAULT_CLUSTER_TOKENS,
+    build_index,
+    check_documents,
+    check_options,
+    content_sha256,
+    document_digests,
+    document_tokens,
+    faiss_matches,
+    finish_index,
+    listing,
+    partial_directory,
+    passage_text,
+    restore_previous,
+    settings_key,
+    write_clusters,
+    write_documents,
+    write_faiss,
+    write_vectors,
+)
+from ragfunnel.corpus.index_manifest import (
+    DEFAULT_PASSAGE_WORDS,
+    DOCUMENT_DIGESTS,
+    DOCUMENT_TOKENS,
+    DOCUMENT_VECTORS,
+    MANIFEST,
+    Manifest,
+    build_options,
+)
+from ragfunnel.errors import ConfigError, option
+from ragfunnel.retrieve.bm25 import TokenIds, concatenate_tokens
+from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, resolve_embedder
+from ragfunnel.text import word_windows
+from ragfunnel.types import Document
+
+if TYPE_CHECKING:
+    from ragfunnel.ray_cluster import RayOptions
+
+log = logging.getLogger(__name__)
+
+UPDATE_FILES = (DOCUMENT_DIGESTS, f"{DOCUMENT_TOKENS}/ids.npy", f"{DOCUMENT_TOKENS}/lengths.npy",
+                f"{DOCUMENT_TOKENS}/terms.json")
+
+
+@dataclass(frozen=True)
+class IndexUpdate:
+    """What an update did: the new manifest, and how many documents it kept, added, changed and removed."""
+
+    manifest: Manifest
+    kept: int
+    added: int
+    changed: int  # same id, other title, text or links
+    removed: int
+
+    def describe(self) -> str:
+        if not (self.added or self.changed or self.removed):
+            return "up to date"
+        return (f"{self.added:,} added, {self.changed:,} changed, {self.removed:,} removed, {self.kept:,} kept, "
+                f"in {self.manifest.build_seconds:.1f}s")
+
+
+def update_index(
+    docs: list[Document],
+    out: str | Path,
+    *,
+    source: str,
+    max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
+    flat: bool = False,
+    passage_words: int = DEFAULT_PASSAGE_WORDS,
+    embed_documents: bool = False,
+    faiss: str | None = None,
+    embedder: str = DEFAULT_EMBEDDER,
+    ray: RayOptions | None = None,
+) -> IndexUpdate:
+    """Make the index in ``out`` hold ``docs``, reusing what it holds of them; build it when ``out`` has none.
+
+    The options must be the ones the index was built with (a ConfigError names ``force`` otherwise);
+    ``faiss`` unset keeps the index's own FAISS type.
+    """
+    out = Path(out)
+    check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
+                  embedder=embedder, ray=ray)
+    built_with = dict(max_cluster_tokens=max_cluster_tokens, flat=flat, passage_words=passage_words,
+                      embed_documents=embed_documents, faiss=faiss, embedder=embedder, ray=ray)
+    restore_previous(out)
+    if not (out / MANIFEST).exists():
+        return IndexUpdate(build_index(docs, out, source=source, **built_with), kept=0, added=len(docs),
+                           changed=0, removed=0)
+    chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
+    old = CorpusIndex(out)  # every file checked against the manifest
+    try:
+        _check_updatable(old, out, (max_cluster_tokens, passage_words if flat else 0, embed_documents,
+                                    chosen and (chosen.spec, chosen.identity)), faiss)
+        check_documents(docs)
+        if content_sha256(docs) == old.manifest.content_sha256:
+            log.info("%s is up to date with %s", out, source)
+            return IndexUpdate(old.manifest, kept=len(docs), added=0, changed=0, removed=0)
+        return _update(old, docs, out, source=source, faiss=faiss, ray=ray)
+    finally:
+        old.close()
+
+
+def _check_updatable(old: CorpusIndex, out: Path, wanted: tuple[object, ...], faiss: str | None) -> None:
+    m = old.manifest
+    if settings_key(m) != wanted or not faiss_matches(m, faiss):
+        raise ConfigError(f"{out} was built with other options ({build_options(m).strip() or 'the defaults'}); "
+                          f"pass the same ones to update it, or set {option('force')} to rebuild it with these")
+    if missing := [name for name in UPDATE_FILES if name not in m.files]:
+        raise ConfigError(f"{out} was built by an earlier ragfunnel, without the {missing[0]} an update reads; "
+                          f"rebuild it once with {option('force')}")
+
+
+def _update(old: CorpusIndex, docs: list[Document], out: Path, *, source: str, faiss: str | None,
+            ray: RayOptions | None) -> IndexUpdate:
+    started = time.perf_counter()
+    m = old.manifest
+    digests = document_digests(docs)
+    where = {row.tobytes(): j for j, row in enumerate(np.load(out / DOCUMENT_DIGESTS))}
+    # Each document's row in the old index, or -1 when it is new or changed.
+    source_of = np.fromiter((where.get(row.tobytes(), -1) for row in digests), dtype=np.int64, count=len(docs))
+    fresh = np.flatnonzero(source_of < 0).tolist()
+    dropped = np.setdiff1d(np.arange(m.documents), source_of[source_of >= 0]).tolist()
+    changed = len({old.document(j).id for j in dropped} & {docs[i].id for i in fresh})
+    log.info("updating %s: %d documents new or changed, %d dropped", out, len(fresh), len(dropped))
+
+    tmp = partial_directory(out)
+    write_documents(docs, tmp, digests)
+    tokens = _updated_tokens(TokenIds.load(out / DOCUMENT_TOKENS), docs, source_of, fresh)
+    clustering = write_clusters(docs, tokens, tmp, m.max_cluster_tokens)
+    n_passages = _write_updated_vectors(old, docs, source_of, fresh, tmp, ray=ray)
+    kind = faiss or (m.faiss.kind if m.faiss else "none")
+    faiss_config = write_faiss(tmp, kind, n_passages) if m.passages else None
+    manifest = finish_index(tmp, out, Manifest(
+        format=m.format, version=m.version, source=source, content_sha256=content_sha256(docs),
+        max_cluster_tokens=m.max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
+        graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
+        oversize_documents=clustering.oversize_documents, passages=n_passages, passage_words=m.passage_words,
+        build_seconds=round(time.perf_counter() - started, 3), files=listing(tmp), faiss=faiss_config,
+        embedder=m.embedder,
+    ))
+    return IndexUpdate(manifest, kept=len(docs) - len(fresh), added=len(fresh) - changed, changed=changed,
+                       removed=len(dropped) - changed)
+
+
+def _updated_tokens(kept: TokenIds, docs: list[Document], source_of: np.ndarray, fresh: list[int]) -> TokenIds:
+    """The BM25 terms of every document: the index's for a kept one, tokenised now for the others, numbered as
+    tokenising the whole corpus afresh numbers them."""
+    both = concatenate_tokens([kept, document_tokens([docs[i] for i in fresh])])
+    rows = source_of.copy()
+    rows[fresh] = len(kept) + np.arange(len(fresh))
+    return both.take(rows).in_first_seen_order()
+
+
+def _write_updated_vectors(old: CorpusIndex, docs: list[Document], source_of: np.ndarray, fresh: list[int],
+                           root: Path, *, ray: RayOptions | None) -> int:
+    """Write the passages, their vectors and the document vectors the index has, each kept or embedded now;
+    return how many passages there are."""
+    m = old.manifest
+    jobs, assemble = [], []  # what to embed (as index_build.write_vectors takes it), and how to place it
+    n_passages = 0
+    if m.passages:
+        spans, rows, texts = _updated_spans(old, docs, source_of, m.passage_words)
+        np.save(root / "flat.spans.npy", spans)
+        jobs.append((texts, root / "new.flat.vectors.npy", "embed new passages"))
+        assemble.append((root / "flat.vectors.npy", np.load(old.root / "flat.vectors.npy", mmap_mode="r"), rows,
+                         jobs[-1][1]))
+        n_passages = len(spans)
+    if m.document_vectors:
+        jobs.append(([docs[i].render() for i in fresh], root / f"new.{DOCUMENT_VECTORS}", "embed new documents"))
+        assemble.append((root / DOCUMENT_VECTORS, old.document_vectors, source_of, jobs[-1][1]))
+    jobs = [job for job in jobs if job[0]]
+    if jobs:
+        write_vectors(jobs, spec=m.embedder.spec if m.embedder else DEFAULT_EMBEDDER, ray=ray,
+                      identity=m.embedder.identity if m.embedder else None)
+    for path, kept, rows, new in assemble:
+        vectors = np.empty((len(rows), kept.shape[1]), dtype=np.float32)
+        have = rows >= 0
+        vectors[have] = kept[rows[have]]
+        if not have.all():
+            vectors[~have] = np.load(new)
+            new.unlink()
+        np.save(path, vectors)
+    return n_passages
+
+
+def _updated_spans(old: CorpusIndex, docs: list[Document], source_of: np.ndarray,
+                   passage_words: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Every document's passages (document, first char, end char), the old index's row of each passage's vector
+    (-1 for a passage of a new or changed document), and the texts of those to embed, in corpus order."""
+    old_spans = np.load(old.root / "flat.spans.npy")
+    first = np.searchsorted(old_spans[:, 0], np.arange(old.manifest.documents + 1))
+    spans, rows, texts = [], [], []
+    for i, (d, j) in enumerate(zip(docs, source_of.tolist(), strict=True)):
+        if j >= 0:
+            kept = old_spans[first[j]:first[j + 1]].copy()
+            kept[:, 0] = i
+            spans.append(kept)
+            rows.append(np.arange(first[j], first[j + 1]))
+        else:
+            windows = word_windows(d.text, passage_words)
+            spans.append(np.asarray([(i, start, end) for start, end in windows], dtype=np.int64).reshape(-1, 3))
+            rows.append(np.full(len(windows), -1, dtype=np.int64))
+            texts.extend(passage_text(d, start, end) for start, end in windows)
+    return np.concatenate(spans), np.concatenate(rows), texts
