@@ -204,7 +204,7 @@ def reset_rss_peak() -> None:
 def timed_build(docs: list[Document], out: Path) -> tuple[dict, dict[str, float], float, int]:
     """Build the index at ``out``: (manifest, seconds per phase, total seconds, peak RSS bytes)."""
     timer = PhaseTimer()
-    timer.wrap("content_sha256", "content checksum")
+    timer.wrap("content_digests", "content checksums")
     timer.wrap("check_documents", "check documents")
     timer.wrap("write_documents", "write documents")
     timer.wrap("relation_graph", "relation graph")

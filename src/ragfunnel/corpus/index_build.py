@@ -67,20 +67,16 @@ def check_documents(docs: list[Document]) -> None:
             raise InputError(f"document {number} ({d.id!r}) has empty text; remove it or give it text")
 
 
-def content_sha256(docs: list[Document]) -> str:
-    digest = hashlib.sha256()
-    for d in docs:
-        digest.update(_document_bytes(d))
-    return digest.hexdigest()
-
-
-def document_digests(docs: list[Document]) -> np.ndarray:
-    """Every document's SHA-256 (a row of 32 bytes each) over its id, title, text and links: what ``--update``
-    matches documents by."""
+def content_digests(docs: list[Document]) -> tuple[str, np.ndarray]:
+    """The corpus's SHA-256 (what the manifest records), and every document's (32 bytes a row) over its id,
+    title, text and links: what ``--update`` matches documents by."""
+    corpus = hashlib.sha256()
     digests = np.empty((len(docs), 32), dtype=np.uint8)
     for i, d in enumerate(docs):
-        digests[i] = np.frombuffer(hashlib.sha256(_document_bytes(d)).digest(), dtype=np.uint8)
-    return digests
+        data = _document_bytes(d)
+        corpus.update(data)
+        digests[i] = np.frombuffer(hashlib.sha256(data).digest(), dtype=np.uint8)
+    return corpus.hexdigest(), digests
 
 
 def _document_bytes(d: Document) -> bytes:
@@ -122,7 +118,7 @@ def build_index(
                    embedder=embedder, ray=ray)
     # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
     chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
-    digest = content_sha256(docs)
+    digest, digests = content_digests(docs)
     wanted = (digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
               chosen and (chosen.spec, chosen.identity))
     old = _kept_index(out, wanted, faiss, force=force)
@@ -133,7 +129,7 @@ def build_index(
 
     started = time.perf_counter()
     tmp = partial_directory(out)
-    write_documents(docs, tmp)
+    write_documents(docs, tmp, digests)
     tokens = document_tokens(docs)
     clustering = write_clusters(docs, tokens, tmp, max_cluster_tokens)
     n_passages, info = _write_embeddings(docs, tmp, flat=flat, passage_words=passage_words,
@@ -372,9 +368,8 @@ def _embed(texts: list[str], desc: str, step: int = 256, *, spec: str = DEFAULT_
     return np.concatenate(parts).astype(np.float32, copy=False)
 
 
-def write_documents(docs: list[Document], root: Path, digests: np.ndarray | None = None) -> None:
-    """Write the documents, where each starts, and their digests (:func:`document_digests`, computed unless
-    given)."""
+def write_documents(docs: list[Document], root: Path, digests: np.ndarray) -> None:
+    """Write the documents, where each starts, and their digests (from :func:`content_digests`)."""
     offsets = [0]
     with (root / "documents.jsonl").open("wb") as f:
         for d in docs:
@@ -383,4 +378,4 @@ def write_documents(docs: list[Document], root: Path, digests: np.ndarray | None
             f.write(line)
             offsets.append(offsets[-1] + len(line))
     np.save(root / "documents.offsets.npy", np.asarray(offsets, dtype=np.int64))
-    np.save(root / DOCUMENT_DIGESTS, document_digests(docs) if digests is None else digests)
+    np.save(root / DOCUMENT_DIGESTS, digests)

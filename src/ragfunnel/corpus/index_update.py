@@ -34,8 +34,7 @@ from ragfunnel.corpus.index_build import (
     build_index,
     check_documents,
     check_options,
-    content_sha256,
-    document_digests,
+    content_digests,
     document_tokens,
     faiss_matches,
     finish_index,
@@ -123,10 +122,11 @@ def update_index(
         _check_updatable(old, out, (max_cluster_tokens, passage_words if flat else 0, embed_documents,
                                     chosen and (chosen.spec, chosen.identity)), faiss)
         check_documents(docs)
-        if content_sha256(docs) == old.manifest.content_sha256:
+        digest, digests = content_digests(docs)
+        if digest == old.manifest.content_sha256:
             log.info("%s is up to date with %s", out, source)
             return IndexUpdate(old.manifest, kept=len(docs), added=0, changed=0, removed=0)
-        return _update(old, docs, out, source=source, faiss=faiss, ray=ray)
+        return _update(old, docs, digest, digests, out, source=source, faiss=faiss, ray=ray)
     finally:
         old.close()
 
@@ -141,11 +141,12 @@ def _check_updatable(old: CorpusIndex, out: Path, wanted: tuple[object, ...], fa
                           f"rebuild it once with {option('force')}")
 
 
-def _update(old: CorpusIndex, docs: list[Document], out: Path, *, source: str, faiss: str | None,
-            ray: RayOptions | None) -> IndexUpdate:
+def _update(old: CorpusIndex, docs: list[Document], digest: str, digests: np.ndarray, out: Path, *, source: str,
+            faiss: str | None, ray: RayOptions | None) -> IndexUpdate:
+    """Write the index of ``docs`` (whose SHA-256 is ``digest``, and each document's ``digests``) from ``old``'s
+    parts and what is new, and swap it in."""
     started = time.perf_counter()
     m = old.manifest
-    digests = document_digests(docs)
     where = {row.tobytes(): j for j, row in enumerate(np.load(out / DOCUMENT_DIGESTS))}
     # Each document's row in the old index, or -1 when it is new or changed.
     source_of = np.fromiter((where.get(row.tobytes(), -1) for row in digests), dtype=np.int64, count=len(docs))
@@ -162,7 +163,7 @@ def _update(old: CorpusIndex, docs: list[Document], out: Path, *, source: str, f
     kind = faiss or (m.faiss.kind if m.faiss else "none")
     faiss_config = write_faiss(tmp, kind, n_passages) if m.passages else None
     manifest = finish_index(tmp, out, Manifest(
-        format=m.format, version=m.version, source=source, content_sha256=content_sha256(docs),
+        format=m.format, version=m.version, source=source, content_sha256=digest,
         max_cluster_tokens=m.max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
         graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
         oversize_documents=clustering.oversize_documents, passages=n_passages, passage_words=m.passage_words,
