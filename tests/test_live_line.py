@@ -48,6 +48,18 @@ def test_the_line_shows_the_stage_and_the_text_and_is_gone_when_the_stage_ends()
     assert screen(out.getvalue()) == [] and out.getvalue().endswith(ERASE)
 
 
+def test_a_long_prompt_shows_how_much_is_read_until_the_model_writes():
+    out = io.StringIO()
+    line = LiveLine(out, width=80)
+    line.started("generate")
+    line.reading(1024, 4096)
+    assert screen(out.getvalue()) == ["generate 0s: read 1,024 of 4,096 prompt tokens"]
+    line.reading(4096, 4096)
+    assert screen(out.getvalue()) == ["generate 0s"]
+    line.wrote("Ada")
+    assert screen(out.getvalue()) == ["generate 0s: Ada"]
+
+
 def test_a_long_text_keeps_its_tail_within_the_width():
     out = io.StringIO()
     line = LiveLine(out, width=40)
@@ -105,6 +117,7 @@ def test_ask_on_a_terminal_shows_the_answer_once(tmp_path):
     assert process.wait(timeout=60) == 0, raw.decode(errors="replace")
     text = raw.decode(errors="replace")
     assert re.search(r"\r\x1b\[Kgenerate \d+s", text)  # the live line was drawn while the model wrote
+    assert re.search(r"generate \d+s: read [\d,]+ of [\d,]+ prompt tokens", text)  # and while it read the prompt
     shown = screen(text)
     assert answer and shown.count(answer) == 1, shown
     assert not any(re.match(r"generate \d+s", line) for line in shown), shown  # the live line is gone

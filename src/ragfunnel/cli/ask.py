@@ -102,15 +102,16 @@ def caution(confidence: float, method: str) -> str:
 
 @contextmanager
 def _progress(strong: str | None, *, enabled: bool) -> Iterator[None]:
-    """On a terminal: one live line on stderr with the running stage, its seconds and the answering model's text
-    as it is written, erased before the answer is printed, once, on stdout."""
+    """On a terminal: one live line on stderr with the running stage, its seconds, how much of a long prompt is
+    read, and the answering model's text as it is written, erased before the answer is printed, once, on stdout."""
     if not (enabled and sys.stderr.isatty()):
         yield
         return
-    from ragfunnel.llm import DEFAULT_STRONG, resolve, streaming
+    from ragfunnel.llm import DEFAULT_STRONG, reading_progress, resolve, streaming
 
     llm = resolve(strong or DEFAULT_STRONG)
-    with live_line(sys.stderr) as line, on_stage(line.done, started=line.started), streaming(llm, line.wrote):
+    with live_line(sys.stderr) as line, on_stage(line.done, started=line.started), streaming(llm, line.wrote), \
+            reading_progress(line.reading):
         yield
 
 

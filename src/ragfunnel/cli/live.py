@@ -1,6 +1,7 @@
 """One line of progress on a terminal while ``ask`` works, gone before the answer is printed.
 
-The line says which stage runs and for how long, and the tail of what the answering model is writing. It is
+The line says which stage runs and for how long, how much of a long prompt a local model has read, and the
+tail of what the answering model is writing. It is
 redrawn in place (carriage return, erase to the end of the line), so the answer itself appears once, on
 stdout, when it is clean. A log record (a warning, a progress note) first erases the line, so it is printed
 on a line of its own.
@@ -32,10 +33,11 @@ class LiveLine:
         self._stage = ""
         self._since = time.monotonic()
         self._text = ""
+        self._read: tuple[int, int] | None = None  # prompt tokens held, of how many
 
     def started(self, stage: str) -> None:
         with self._lock:
-            self._stage, self._since, self._text = stage, time.monotonic(), ""
+            self._stage, self._since, self._text, self._read = stage, time.monotonic(), "", None
             self.draw()
 
     def done(self, stage: object) -> None:
@@ -48,12 +50,19 @@ class LiveLine:
             self._text = (self._text + text)[-TAIL_CHARS:]
             self.draw()
 
+    def reading(self, held: int, total: int) -> None:
+        with self._lock:
+            self._read = (held, total)
+            self.draw()
+
     def line(self) -> str:
         """What the line says now (empty: nothing runs)."""
         if not self._stage:
             return ""
         seconds = time.monotonic() - self._since
         said = " ".join(self._text.split())
+        if not said and self._read and self._read[0] < self._read[1]:
+            said = f"read {self._read[0]:,} of {self._read[1]:,} prompt tokens"
         return f"{self._stage} {seconds:.0f}s" + (f": {said}" if said else "")
 
     def draw(self) -> None:

@@ -68,19 +68,19 @@ def check_documents(docs: list[Document]) -> None:
 
 
 def content_digests(docs: list[Document]) -> tuple[str, np.ndarray]:
-    """The corpus's SHA-256 (what the manifest records), and every document's (32 bytes a row) over its id,
-    title, text and links: what ``--update`` matches documents by."""
+    """The corpus's SHA-256 over every document's id, title, text and links (what the manifest records), and
+    every document's over its title and text (32 bytes a row): what ``--update`` reuses a document's terms,
+    passages and vectors by, as they depend on nothing else (an id renumbered, or a link changed, is kept)."""
     corpus = hashlib.sha256()
     digests = np.empty((len(docs), 32), dtype=np.uint8)
     for i, d in enumerate(docs):
-        data = _document_bytes(d)
-        corpus.update(data)
-        digests[i] = np.frombuffer(hashlib.sha256(data).digest(), dtype=np.uint8)
+        corpus.update(_unambiguous(d.id, d.title, d.text, *d.links))
+        digests[i] = np.frombuffer(hashlib.sha256(_unambiguous(d.title, d.text)).digest(), dtype=np.uint8)
     return corpus.hexdigest(), digests
 
 
-def _document_bytes(d: Document) -> bytes:
-    fields = [f.encode() for f in (d.id, d.title, d.text, *d.links)]
+def _unambiguous(*strings: str) -> bytes:
+    fields = [f.encode() for f in strings]
     # A header of the fields' byte lengths (so also their count) makes the stream unambiguous:
     # no two different corpora hash the same bytes. Cheaper than one json.dumps per document.
     return " ".join(str(len(f)) for f in fields).encode() + b"\n" + b"".join(fields)

@@ -1,9 +1,10 @@
 """Updating a corpus index for a changed corpus: ``ragfunnel index CORPUS --out DIR --update``.
 
-Documents are matched by their SHA-256 (id, title, text and links; ``documents.sha256.npy``). A document
-the index already holds keeps its BM25 terms, its passages and their vectors, and its document vector; a
-new or changed one is tokenised, cut into passages and embedded; documents the corpus no longer holds
-are dropped. What depends on the whole corpus is then recomputed from those parts, so the updated index
+Documents are matched by the SHA-256 of their title and text (``documents.sha256.npy``), the only things
+their BM25 terms, passages and vectors depend on: a document whose title and text the index holds keeps
+them, whatever its id and links now (ids a corpus numbers by row move when a row above is removed); a new
+or changed one is tokenised, cut into passages and embedded; documents the corpus no longer holds are
+dropped. What depends on the whole corpus is then recomputed from those parts, so the updated index
 is the one a fresh build of the same corpus writes:
 
 - the relation graph and the clusters: Algorithm 1 is one greedy pass over the whole graph in one global
@@ -74,12 +75,13 @@ UPDATE_FILES = (DOCUMENT_DIGESTS, f"{DOCUMENT_TOKENS}/ids.npy", f"{DOCUMENT_TOKE
 
 @dataclass(frozen=True)
 class IndexUpdate:
-    """What an update did: the new manifest, and how many documents it kept, added, changed and removed."""
+    """What an update did: the new manifest, and how many documents it kept (their title and text were in the
+    index), added, changed (an id the index holds, with another title or text) and removed."""
 
     manifest: Manifest
     kept: int
     added: int
-    changed: int  # same id, other title, text or links
+    changed: int
     removed: int
 
     def describe(self) -> str:

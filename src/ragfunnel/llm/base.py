@@ -142,6 +142,26 @@ def text_sink(model: LLM) -> TextSink | None:
     return None
 
 
+ReadingSink = Callable[[int, int], None]  # (prompt tokens held so far, prompt tokens in all)
+_reading: ContextVar[ReadingSink | None] = ContextVar("reading_progress", default=None)
+
+
+@contextmanager
+def reading_progress(sink: ReadingSink | None) -> Iterator[None]:
+    """Within the block, in this thread, a backend that reads prompts in slices reports after each how many of
+    the prompt's tokens it holds, out of how many (a long prefill shows its progress)."""
+    previous = _reading.set(sink)
+    try:
+        yield
+    finally:
+        _reading.reset(previous)
+
+
+def reading_sink() -> ReadingSink | None:
+    """Where prompt-reading progress goes now (None: nowhere)."""
+    return _reading.get()
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do beyond reading prompts and writing text, declared once on its class.

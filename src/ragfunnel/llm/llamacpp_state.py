@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from ragfunnel.llm.base import reading_sink
 from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore, PrefixState, prefix_key
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,8 @@ def read_tokens(llama: Any, tokens: list[int], *, check: Callable[[], None], kee
     ``keep``: tokens of the current state to keep (None: as many as ``tokens`` shares with it,
     always re-reading the last one so that its logits are fresh). The rest is read in slices of
     :data:`PROMPT_SLICE`, calling ``check`` before each; when it raises, the context holds the
-    slices read so far, a prefix the next read of the same prompt reuses.
+    slices read so far, a prefix the next read of the same prompt reuses. After each slice, the
+    :func:`ragfunnel.llm.base.reading_progress` sink in effect hears how many tokens are held of how many.
     """
     common = 0
     if keep is None:
@@ -71,9 +73,12 @@ def read_tokens(llama: Any, tokens: list[int], *, check: Callable[[], None], kee
         common = keep
     drop_from(llama, common)
     mark_held(llama, common)  # the logits left over are not the last kept token's
+    progress = reading_sink()
     for start, end in _slices(common, len(tokens), min(PROMPT_SLICE, llama.n_batch)):
         check()
         llama.eval(tokens[start:end])
+        if progress is not None:
+            progress(end, len(tokens))
 
 
 def _slices(start: int, stop: int, size: int) -> Iterator[tuple[int, int]]:
