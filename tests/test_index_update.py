@@ -23,7 +23,7 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index, restore_previous
 from ragfunnel.corpus.index_manifest import MANIFEST
 from ragfunnel.corpus.index_update import update_index
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.retrieve.bm25 import concatenate_tokens, tokenize_ids
 from ragfunnel.types import Document
 from tests.conftest import SHARED
@@ -153,6 +153,11 @@ def test_other_options_or_an_older_index_are_one_line_naming_force(tmp_path):
     from ragfunnel.corpus.index_manifest import Manifest
     (tmp_path / "ix" / MANIFEST).write_text(json.dumps(Manifest.from_json(manifest).to_json()))
     with pytest.raises(ConfigError, match="built by an earlier ragfunnel.*rebuild it once with force"):
+        update_index(corpus(21), tmp_path / "ix", source="v2", max_cluster_tokens=500)
+    manifest["version"] = 1  # an index another ragfunnel wrote
+    (tmp_path / "ix" / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=r"v1; this ragfunnel reads .* v2: rebuild it with `ragfunnel index CORPUS "
+                                         r"--out .*ix --force`$"):
         update_index(corpus(21), tmp_path / "ix", source="v2", max_cluster_tokens=500)
     result = CliRunner().invoke(main, ["index", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "ix"),
                                        "--update", "--force"])
