@@ -162,11 +162,10 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
                    ray=ray)
     if update:
         done = update_index(docs, out_dir, **options)
-        m = done.manifest
-        if not as_json:
-            click.echo(f"{out_dir}: updated: {done.describe()}")
+        m, how = done.manifest, f"updated: {done.describe()}"
     else:
         m = build_index(docs, out_dir, force=force, **options)
+        how = f"built in {m.build_seconds:.1f}s"
     if as_json:
         click.echo(json.dumps(m.to_json(), indent=2))
         return
@@ -176,7 +175,7 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
     embedded = f"embedded by {m.embedder.spec} ({m.embedder.dim}-d), " if m.embedder else ""
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
                f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
-               f"{vectors}{embedded}{faiss_index}{size / 1e6:.1f} MB, built in {m.build_seconds:.1f}s")
+               f"{vectors}{embedded}{faiss_index}{size / 1e6:.1f} MB; {how}")
 
 
 @main.command()

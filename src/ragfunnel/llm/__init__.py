@@ -16,4 +16,5 @@ from ragfunnel.llm.registry import DEFAULT_LIGHT, DEFAULT_STRONG, resolve, set_d
 from ragfunnel.types import SamplingParams
 
 __all__ = ["LLM", "BaseLLM", "Capabilities", "Cancellation", "Cancelled", "cancelled_by", "current_cancellation",
-           "streaming", "reading_progress", "SamplingParams", "FakeLLM", "resolve", "set_disk_caches", "DEFAULT_LIGHT", "DEFAULT_STRONG"]
+           "streaming", "reading_progress", "SamplingParams", "FakeLLM", "resolve", "set_disk_caches", "DEFAULT_LIGHT",
+           "DEFAULT_STRONG"]
