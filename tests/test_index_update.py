@@ -4,8 +4,10 @@ kill at any moment of an update leaves the old index usable."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,10 +19,11 @@ import pytest
 from click.testing import CliRunner
 
 import ragfunnel.corpus.index_build as index_build
+import ragfunnel.corpus.index_update as index_update
 from ragfunnel.cli.main import main
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.corpus.index_build import build_index, restore_previous
+from ragfunnel.corpus.index_build import build_index
 from ragfunnel.corpus.index_manifest import MANIFEST
 from ragfunnel.corpus.index_update import update_index
 from ragfunnel.errors import ConfigError, InputError
@@ -143,9 +146,53 @@ def test_only_new_and_changed_passages_are_embedded_and_vectors_equal_a_fresh_bu
         assert found[0] == found[1]
 
 
+def text_vectors(texts, desc, **_):
+    """Vectors that depend on each text alone (a stand-in for MiniLM where only the plumbing is tested)."""
+    seeds = [int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "little") for t in texts]
+    rows = np.stack([np.random.default_rng(seed).standard_normal(16) for seed in seeds]).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("options", [dict(flat=True, passage_words=25, faiss="flat"),
+                                     dict(flat=True, passage_words=25, embed_documents=True, faiss="none"),
+                                     dict(embed_documents=True)], ids=["flat+faiss", "flat+documents", "documents"])
+def test_stored_vectors_are_placed_as_a_fresh_build_places_them(tmp_path, monkeypatch, options):
+    monkeypatch.setattr(index_build, "_embed", text_vectors)
+    monkeypatch.setattr("ragfunnel.retrieve.embed.MiniLMEmbedder.dim", 16)
+    docs = corpus(50, seed=4)
+    build_index(docs, tmp_path / "ix", source="v1", **options)
+    new = changed(docs)
+    update_index(new, tmp_path / "ix", source="v2", **options)
+    build_index(new, tmp_path / "fresh", source="v2", **options)
+    assert differing_files(tmp_path / "ix", tmp_path / "fresh") == []
+
+
+def test_duplicates_links_and_order_are_counted_as_they_are(tmp_path):
+    docs = corpus(10)
+    twins = [*docs, replace(docs[0], id="twin")]  # the same title and text under two ids
+    build_index(twins, tmp_path / "ix", source="v1")
+    done = update_index([*twins, Document("n", "New", "A new text.")], tmp_path / "ix", source="v2")
+    assert (done.added, done.changed, done.removed, done.kept) == (1, 0, 0, 11)
+    relinked = [replace(d, links=()) for d in reversed(twins)] + [Document("n", "New", "A new text.")]
+    done = update_index(relinked, tmp_path / "ix", source="v3")
+    assert done.describe().startswith("no text changed; links, ids or order updated in ")
+    build_index(relinked, tmp_path / "fresh", source="v3")
+    assert differing_files(tmp_path / "ix", tmp_path / "fresh") == []
+
+
+def test_terms_from_another_tokeniser_are_not_mixed(tmp_path, monkeypatch):
+    build_index(corpus(10), tmp_path / "ix", source="v1")
+    monkeypatch.setattr(index_update, "tokeniser_identity", lambda: "bm25s 9, PyStemmer 9, jieba absent")
+    with pytest.raises(ConfigError, match=r"terms were made by bm25s .*, and this ragfunnel tokenises with bm25s 9, "
+                                          r"PyStemmer 9, jieba absent; they would not mix: rebuild it once with force"):
+        update_index(corpus(11), tmp_path / "ix", source="v2")
+
+
 def test_other_options_or_an_older_index_are_one_line_naming_force(tmp_path):
     build_index(corpus(20), tmp_path / "ix", source="v1", max_cluster_tokens=500)
-    with pytest.raises(ConfigError, match=r"built with other options \(--max-cluster-tokens 500\).*set force"):
+    with pytest.raises(ConfigError, match=r"built with other options \(--max-cluster-tokens 500\); pass the same "
+                                          r"ones to update it, or rebuild it with these "
+                                          r"\(with force instead of update\)"):
         update_index(corpus(21), tmp_path / "ix", source="v2")
     manifest = json.loads((tmp_path / "ix" / MANIFEST).read_text())
     (tmp_path / "ix" / "documents.sha256.npy").unlink()
@@ -193,6 +240,7 @@ def test_a_kill_during_an_update_leaves_the_old_index_usable(tmp_path):
     command = [sys.executable, "-m", "ragfunnel", "index", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "ix"),
                "--update"]
     for wait_for in ("documents.jsonl", "documents.tokens/terms.json", "clusters.bm25/params.index.json"):
+        shutil.rmtree(tmp_path / "ix.partial", ignore_errors=True)  # the last kill's, so its files are not waited on
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while not (tmp_path / "ix.partial" / wait_for).exists() and process.poll() is None:
@@ -202,8 +250,7 @@ def test_a_kill_during_an_update_leaves_the_old_index_usable(tmp_path):
         assert process.wait() == -signal.SIGKILL, f"the update finished before {wait_for} was written"
         assert CorpusIndex(tmp_path / "ix").manifest == expected  # every file checked
     (tmp_path / "ix").rename(tmp_path / "ix.previous")  # as a kill between the two renames leaves it
-    restore_previous(tmp_path / "ix")
-    assert CorpusIndex(tmp_path / "ix").manifest == expected
+    assert CorpusIndex(tmp_path / "ix").manifest == expected  # a reader puts it back
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     build_index(new, tmp_path / "fresh", source="v2")

@@ -55,6 +55,8 @@ class CorpusIndex:
         self.document_vectors = self._array(DOCUMENT_VECTORS, m.documents, dim=dim) if m.document_vectors else None
         self._faiss: FaissIndex | None = None  # opened on the first flat search that uses it
         self._faiss_unavailable = False  # the index has one, but the [faiss] extra is not installed
+        # The FAISS file is opened on first use: which file it was now, so one swapped in since is not mixed in.
+        self._faiss_file = _identity(self.root / FAISS_FILE) if m.faiss else None
         self._documents = (self.root / "documents.jsonl").open("rb")
 
     def _array(self, name: str, rows: int, *, dim: int | None = None) -> np.ndarray:
@@ -154,6 +156,9 @@ class CorpusIndex:
                 log.warning("%s has a FAISS index but FAISS is not installed, so every vector is searched; "
                             "install it with: pip install 'ragfunnel[faiss]'", self.root)
                 return None
+            if _identity(self.root / FAISS_FILE) != self._faiss_file:
+                raise InputError(f"{self.root} was rebuilt or updated since it was opened; open it again (restart "
+                                 "the server that holds it)")
             try:
                 self._faiss = FaissIndex(self.root / FAISS_FILE, config, rows=self.manifest.passages,
                                          dim=self._vectors.shape[1])
@@ -164,6 +169,15 @@ class CorpusIndex:
     def close(self) -> None:
         self._faiss = None
         self._documents.close()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``path``, None when it is missing: a file replaced by another has another."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def nearest(vectors: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -35,7 +35,9 @@ from ragfunnel.corpus.index_manifest import (
     VERSION,
     Manifest,
     file_sha256,
+    previous_directory,
     read_manifest,
+    restore_previous,
 )
 from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.retrieve.bm25 import TokenIds, index_token_ids, tokenize_ids
@@ -114,6 +116,7 @@ def build_index(
     Ray cluster ``ray`` describes when given.
     """
     out = Path(out)
+    restore_previous(out)
     check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
                    embedder=embedder, ray=ray)
     # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
@@ -146,17 +149,8 @@ def build_index(
     ))
 
 
-def restore_previous(out: Path) -> None:
-    """Put back the index a build killed between the two renames of :func:`finish_index` left in
-    ``DIR.previous``."""
-    previous = _previous_directory(out)
-    if previous.exists() and not out.exists():
-        previous.rename(out)
-
-
 def partial_directory(out: Path) -> Path:
-    """A fresh, empty ``DIR.partial`` beside ``out`` to build into (after :func:`restore_previous`)."""
-    restore_previous(out)
+    """A fresh, empty ``DIR.partial`` beside ``out`` to build into."""
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -167,22 +161,28 @@ def finish_index(tmp: Path, out: Path, manifest: Manifest) -> Manifest:
     """Write ``manifest`` into the finished ``tmp`` and swap it in for ``out``.
 
     Until the first rename, ``out`` is the old index, untouched; after it, the old index waits in
-    ``DIR.previous`` (restored by :func:`partial_directory` if the process dies before the second), and is
-    deleted once the new one is in place. A directory cannot be replaced by one atomic rename when the
-    target is not empty, hence the two.
+    ``DIR.previous`` (put back by ``index_manifest.restore_previous``, which every build, update and reader
+    calls first, if the process dies before the second), and is deleted once the new one is in place. A
+    directory cannot be replaced by one atomic rename when the target is not empty, hence the two.
     """
     (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=2))
-    previous = _previous_directory(out)
-    shutil.rmtree(previous, ignore_errors=True)
+    previous = previous_directory(out)
+    _delete(previous)
     if out.exists():
         out.rename(previous)
     tmp.rename(out)
-    shutil.rmtree(previous, ignore_errors=True)
+    _delete(previous)
     return manifest
 
 
-def _previous_directory(out: Path) -> Path:
-    return out.with_name(out.name + ".previous")
+def _delete(directory: Path) -> None:
+    """Remove ``directory`` after renaming it away in one step, so a kill halfway through the removal never
+    leaves a half-deleted ``DIR.previous`` that :func:`restore_previous` would put back."""
+    if directory.exists():
+        doomed = directory.with_name(directory.name + ".deleting")
+        shutil.rmtree(doomed, ignore_errors=True)
+        directory.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool, faiss: str | None, embedder: str,

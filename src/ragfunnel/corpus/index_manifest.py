@@ -162,6 +162,21 @@ class Manifest:
         return cls(**given)
 
 
+def restore_previous(root: Path) -> None:
+    """Put back the index that a build or update killed between the two renames of its swap left in
+    ``DIR.previous`` (``index_build.finish_index``); readers call this too, so the index stays usable."""
+    previous = previous_directory(root)
+    if previous.exists() and not root.exists():
+        try:
+            previous.rename(root)
+        except FileNotFoundError:  # another process put it back first
+            pass
+
+
+def previous_directory(root: Path) -> Path:
+    return root.with_name(root.name + ".previous")
+
+
 def _inside_index(name: str) -> bool:
     """Whether a file name from a manifest stays inside the index directory (relative, no ``..``)."""
     path = Path(name)
@@ -199,6 +214,7 @@ def read_manifest(root: Path) -> Manifest:
     A manifest without ``manifest_sha256`` (written before manifests carried one) is refused too, with
     the rebuild command: accepting it would let anyone skip the check by deleting the field.
     """
+    restore_previous(root)
     path = root / MANIFEST
     try:
         raw = read_regular_file(path, max_bytes=MAX_MANIFEST_BYTES, what="index manifest", fix=rebuild_fix(root))

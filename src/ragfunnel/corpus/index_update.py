@@ -42,7 +42,6 @@ from ragfunnel.corpus.index_build import (
     listing,
     partial_directory,
     passage_text,
-    restore_previous,
     settings_key,
     write_clusters,
     write_documents,
@@ -57,10 +56,13 @@ from ragfunnel.corpus.index_manifest import (
     MANIFEST,
     Manifest,
     build_options,
+    read_manifest,
+    restore_previous,
 )
 from ragfunnel.errors import ConfigError, option
-from ragfunnel.retrieve.bm25 import TokenIds, concatenate_tokens
+from ragfunnel.retrieve.bm25 import TOKENISER_FILE, TokenIds, concatenate_tokens, tokeniser_identity
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, resolve_embedder
+from ragfunnel.retrieve.faiss_search import choose_kind, import_faiss, physical_memory
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document
 
@@ -69,8 +71,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-UPDATE_FILES = (DOCUMENT_DIGESTS, f"{DOCUMENT_TOKENS}/ids.npy", f"{DOCUMENT_TOKENS}/lengths.npy",
-                f"{DOCUMENT_TOKENS}/terms.json")
+UPDATE_FILES = (DOCUMENT_DIGESTS, *(f"{DOCUMENT_TOKENS}/{name}" for name in ("ids.npy", "lengths.npy", "terms.json",
+                                                                           TOKENISER_FILE)))
 
 
 @dataclass(frozen=True)
@@ -83,10 +85,13 @@ class IndexUpdate:
     added: int
     changed: int
     removed: int
+    rewritten: bool = False  # False: the index held this corpus already
 
     def describe(self) -> str:
-        if not (self.added or self.changed or self.removed):
+        if not self.rewritten:
             return "up to date"
+        if not (self.added or self.changed or self.removed):
+            return f"no text changed; links, ids or order updated in {self.manifest.build_seconds:.1f}s"
         return (f"{self.added:,} added, {self.changed:,} changed, {self.removed:,} removed, {self.kept:,} kept, "
                 f"in {self.manifest.build_seconds:.1f}s")
 
@@ -107,7 +112,7 @@ def update_index(
     """Make the index in ``out`` hold ``docs``, reusing what it holds of them; build it when ``out`` has none.
 
     The options must be the ones the index was built with (a ConfigError names ``force`` otherwise);
-    ``faiss`` unset keeps the index's own FAISS type.
+    ``faiss`` unset: see :func:`_faiss_kind`.
     """
     out = Path(out)
     check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
@@ -117,43 +122,70 @@ def update_index(
     restore_previous(out)
     if not (out / MANIFEST).exists():
         return IndexUpdate(build_index(docs, out, source=source, **built_with), kept=0, added=len(docs),
-                           changed=0, removed=0)
+                           changed=0, removed=0, rewritten=True)
+    check_documents(docs)
+    digest, digests = content_digests(docs)
+    manifest = read_manifest(out)
+    if digest == manifest.content_sha256 and faiss_matches(manifest, faiss):  # before hashing every file
+        log.info("%s is up to date with %s", out, source)
+        return IndexUpdate(manifest, kept=len(docs), added=0, changed=0, removed=0)
     chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
     old = CorpusIndex(out)  # every file checked against the manifest
     try:
         _check_updatable(old, out, (max_cluster_tokens, passage_words if flat else 0, embed_documents,
                                     chosen and (chosen.spec, chosen.identity)), faiss)
-        check_documents(docs)
-        digest, digests = content_digests(docs)
-        if digest == old.manifest.content_sha256:
-            log.info("%s is up to date with %s", out, source)
-            return IndexUpdate(old.manifest, kept=len(docs), added=0, changed=0, removed=0)
-        return _update(old, docs, digest, digests, out, source=source, faiss=faiss, ray=ray)
+        kind = _faiss_kind(old.manifest, faiss, old.embedder.dim)
+        if kind != "none":
+            import_faiss()  # a missing extra stops here, before any embedding
+        return _update(old, docs, digest, digests, out, source=source, faiss=kind, ray=ray)
     finally:
         old.close()
 
 
+def _faiss_kind(m: Manifest, faiss: str | None, dim: int) -> str:
+    """The FAISS type to write: ``faiss`` when given; unset, none for an index without one, ``auto`` for one
+    whose type is what ``auto`` chose at its size (so it chooses again at the new size, as a fresh build of
+    the same command would), else the index's own."""
+    if faiss is not None:
+        return faiss
+    if m.faiss is None:
+        return "none"
+    chosen_by_auto = choose_kind(m.passages, dim, memory_bytes=physical_memory())
+    return "auto" if m.faiss.kind == chosen_by_auto else m.faiss.kind
+
+
 def _check_updatable(old: CorpusIndex, out: Path, wanted: tuple[object, ...], faiss: str | None) -> None:
     m = old.manifest
-    if settings_key(m) != wanted or not faiss_matches(m, faiss):
+    rebuild = f"or rebuild it with these (with {option('force')} instead of {option('update')})"
+    if settings_key(m)[:3] != wanted[:3] or not faiss_matches(m, faiss):
         raise ConfigError(f"{out} was built with other options ({build_options(m).strip() or 'the defaults'}); "
-                          f"pass the same ones to update it, or set {option('force')} to rebuild it with these")
+                          f"pass the same ones to update it, {rebuild}")
+    if settings_key(m)[3] != wanted[3]:
+        raise ConfigError(f"{out} was embedded by another embedder, or by other files of the same one "
+                          f"({m.embedder.spec if m.embedder else DEFAULT_EMBEDDER}); {rebuild}")
     if missing := [name for name in UPDATE_FILES if name not in m.files]:
         raise ConfigError(f"{out} was built by an earlier ragfunnel, without the {missing[0]} an update reads; "
                           f"rebuild it once with {option('force')}")
+    made_by = (old.root / DOCUMENT_TOKENS / TOKENISER_FILE).read_text(encoding="utf-8")
+    if made_by != tokeniser_identity():
+        raise ConfigError(f"{out}'s terms were made by {made_by}, and this ragfunnel tokenises with "
+                          f"{tokeniser_identity()}; they would not mix: rebuild it once with {option('force')}")
 
 
 def _update(old: CorpusIndex, docs: list[Document], digest: str, digests: np.ndarray, out: Path, *, source: str,
-            faiss: str | None, ray: RayOptions | None) -> IndexUpdate:
+            faiss: str, ray: RayOptions | None) -> IndexUpdate:
     """Write the index of ``docs`` (whose SHA-256 is ``digest``, and each document's ``digests``) from ``old``'s
     parts and what is new, and swap it in."""
     started = time.perf_counter()
     m = old.manifest
-    where = {row.tobytes(): j for j, row in enumerate(np.load(out / DOCUMENT_DIGESTS))}
+    held = [row.tobytes() for row in np.load(out / DOCUMENT_DIGESTS)]
+    where = {key: j for j, key in enumerate(held)}
+    wanted = [row.tobytes() for row in digests]
     # Each document's row in the old index, or -1 when it is new or changed.
-    source_of = np.fromiter((where.get(row.tobytes(), -1) for row in digests), dtype=np.int64, count=len(docs))
+    source_of = np.fromiter((where.get(key, -1) for key in wanted), dtype=np.int64, count=len(docs))
     fresh = np.flatnonzero(source_of < 0).tolist()
-    dropped = np.setdiff1d(np.arange(m.documents), source_of[source_of >= 0]).tolist()
+    still = set(wanted)
+    dropped = [j for j, key in enumerate(held) if key not in still]
     changed = len({old.document(j).id for j in dropped} & {docs[i].id for i in fresh})
     log.info("updating %s: %d documents new or changed, %d dropped", out, len(fresh), len(dropped))
 
@@ -162,8 +194,7 @@ def _update(old: CorpusIndex, docs: list[Document], digest: str, digests: np.nda
     tokens = _updated_tokens(TokenIds.load(out / DOCUMENT_TOKENS), docs, source_of, fresh)
     clustering = write_clusters(docs, tokens, tmp, m.max_cluster_tokens)
     n_passages = _write_updated_vectors(old, docs, source_of, fresh, tmp, ray=ray)
-    kind = faiss or (m.faiss.kind if m.faiss else "none")
-    faiss_config = write_faiss(tmp, kind, n_passages) if m.passages else None
+    faiss_config = write_faiss(tmp, faiss, n_passages) if m.passages else None
     manifest = finish_index(tmp, out, Manifest(
         format=m.format, version=m.version, source=source, content_sha256=digest,
         max_cluster_tokens=m.max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
@@ -173,7 +204,7 @@ def _update(old: CorpusIndex, docs: list[Document], digest: str, digests: np.nda
         embedder=m.embedder,
     ))
     return IndexUpdate(manifest, kept=len(docs) - len(fresh), added=len(fresh) - changed, changed=changed,
-                       removed=len(dropped) - changed)
+                       removed=len(dropped) - changed, rewritten=True)
 
 
 def _updated_tokens(kept: TokenIds, docs: list[Document], source_of: np.ndarray, fresh: list[int]) -> TokenIds:

@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
 from itertools import chain
 from pathlib import Path
 
@@ -100,18 +101,36 @@ class TokenIds:
         return TokenIds(renumber[self.ids], self.lengths, {names[t]: k for k, t in enumerate(ranked.tolist())})
 
     def save(self, directory: Path) -> None:
-        """Write the ids, lengths and terms as ``ids.npy``, ``lengths.npy`` and ``terms.json`` (terms by id)."""
+        """Write the ids, lengths and terms as ``ids.npy``, ``lengths.npy`` and ``terms.json`` (terms by id), and
+        what tokenised them (:func:`tokeniser_identity`) as ``tokeniser.txt``."""
         directory.mkdir()
         np.save(directory / "ids.npy", self.ids)
         np.save(directory / "lengths.npy", self.lengths)
-        (directory / "terms.json").write_text(json.dumps(_terms(self.vocab), ensure_ascii=False))
+        (directory / "terms.json").write_text(json.dumps(_terms(self.vocab), ensure_ascii=False), encoding="utf-8")
+        (directory / TOKENISER_FILE).write_text(tokeniser_identity(), encoding="utf-8")
 
     @classmethod
     def load(cls, directory: Path) -> TokenIds:
         """Tokens written by :meth:`save` (from an index whose checksums were verified)."""
-        terms = json.loads((directory / "terms.json").read_text())
+        terms = json.loads((directory / "terms.json").read_text(encoding="utf-8"))
         return cls(np.load(directory / "ids.npy"), np.load(directory / "lengths.npy"),
                    {term: i for i, term in enumerate(terms)})
+
+
+TOKENISER_FILE = "tokeniser.txt"
+
+
+def tokeniser_identity() -> str:
+    """What decides the terms of a text: the versions of bm25s and the stemmer, and whether jieba cuts Chinese
+    (without it, Han text is cut into character pairs). Terms made under another identity do not mix."""
+    return ", ".join(f"{name} {_installed_version(name)}" for name in ("bm25s", "PyStemmer", "jieba"))
+
+
+def _installed_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
 
 
 def concatenate_tokens(parts: Sequence[TokenIds]) -> TokenIds:
