@@ -190,10 +190,14 @@ def test_terms_from_another_tokeniser_are_not_mixed(tmp_path, monkeypatch):
 
 def test_other_options_or_an_older_index_are_one_line_naming_force(tmp_path):
     build_index(corpus(20), tmp_path / "ix", source="v1", max_cluster_tokens=500)
-    with pytest.raises(ConfigError, match=r"built with other options \(--max-cluster-tokens 500\); pass the same "
+    with pytest.raises(ConfigError, match=r"built with other options \(max_cluster_tokens 500\); pass the same "
                                           r"ones to update it, or rebuild it with these "
                                           r"\(with force instead of update\)"):
         update_index(corpus(21), tmp_path / "ix", source="v2")
+    write_jsonl(corpus(21), tmp_path / "c.jsonl")
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "ix"), "--update"])
+    assert "built with other options (--max-cluster-tokens 500); pass the same ones to update it, or rebuild it " \
+           "with these (with --force instead of --update)" in result.output
     manifest = json.loads((tmp_path / "ix" / MANIFEST).read_text())
     (tmp_path / "ix" / "documents.sha256.npy").unlink()
     del manifest["files"]["documents.sha256.npy"]

@@ -55,7 +55,6 @@ from ragfunnel.corpus.index_manifest import (
     DOCUMENT_VECTORS,
     MANIFEST,
     Manifest,
-    build_options,
     read_manifest,
     restore_previous,
 )
@@ -154,12 +153,25 @@ def _faiss_kind(m: Manifest, faiss: str | None, dim: int) -> str:
     return "auto" if m.faiss.kind == chosen_by_auto else m.faiss.kind
 
 
+def _built_with(m: Manifest) -> str:
+    """The options an index was built with that are not the defaults, each spelled by the front end."""
+    given = [(option("max_cluster_tokens"), m.max_cluster_tokens, m.max_cluster_tokens != DEFAULT_CLUSTER_TOKENS),
+             (option("flat"), "", bool(m.passages)),
+             (option("passage_words"), m.passage_words, bool(m.passages) and m.passage_words != DEFAULT_PASSAGE_WORDS),
+             (option("faiss"), m.faiss and m.faiss.kind, m.faiss is not None),
+             (option("embed_documents"), "", m.document_vectors),
+             (option("embedder"), m.embedder and m.embedder.spec, m.embedder is not None)]
+    # Not str.strip(): it takes the option marks (\x1e, \x1f) for whitespace.
+    return ", ".join(f"{name} {value}" if value != "" else name for name, value, shown in given if shown) \
+        or "the defaults"
+
+
 def _check_updatable(old: CorpusIndex, out: Path, wanted: tuple[object, ...], faiss: str | None) -> None:
     m = old.manifest
     rebuild = f"or rebuild it with these (with {option('force')} instead of {option('update')})"
     if settings_key(m)[:3] != wanted[:3] or not faiss_matches(m, faiss):
-        raise ConfigError(f"{out} was built with other options ({build_options(m).strip() or 'the defaults'}); "
-                          f"pass the same ones to update it, {rebuild}")
+        raise ConfigError(f"{out} was built with other options ({_built_with(m)}); pass the same ones to update "
+                          f"it, {rebuild}")
     if settings_key(m)[3] != wanted[3]:
         raise ConfigError(f"{out} was embedded by another embedder, or by other files of the same one "
                           f"({m.embedder.spec if m.embedder else DEFAULT_EMBEDDER}); {rebuild}")
