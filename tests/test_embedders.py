@@ -146,7 +146,7 @@ def test_an_index_records_its_embedder_and_encodes_queries_and_documents_with_it
     built = build_index(DOCS, tmp_path / "ix", source="test", flat=True, embed_documents=True, embedder=spec)
     recorded = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     assert recorded["embedder"] == {"spec": spec, "identity": spec, "dim": 27}
-    ix = CorpusIndex(tmp_path / "ix")
+    ix = CorpusIndex(tmp_path / "ix", remote_embedder=spec)  # the operator trusts the server it built with
     assert ix.manifest == built and ix.embedder.spec == spec
     passages = [f"{d.title}\n{d.text}" for d in DOCS]  # one passage per document
     assert np.allclose(ix._vectors, letters(passages), atol=1e-6)
@@ -183,11 +183,12 @@ def test_searching_with_the_embedder_gone_is_one_line_naming_it(tmp_path, embedd
     forged["manifest_sha256"] = sha256_of_fields(forged)
     moved.write_text(json.dumps(forged))
     with pytest.raises(BackendUnavailable) as e:
-        CorpusIndex(tmp_path / "ix").flat_search("Who kept the light?", 1)
+        CorpusIndex(tmp_path / "ix", remote_embedder=f"openai:{gone}#m").flat_search("Who kept the light?", 1)
     message = one_line(e)
     assert f"was built with the embedder openai:{gone}#m, which fails here (cannot reach {gone}" in message
     assert f" --embedder openai:{gone}#m --force`" in message
-    result = CliRunner().invoke(main, ["search", str(tmp_path / "ix"), "Who kept the light?", "--flat"])
+    result = CliRunner().invoke(main, ["search", str(tmp_path / "ix"), "Who kept the light?", "--flat",
+                                       "--remote-embedder", f"openai:{gone}#m"])
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
     assert f"openai:{gone}#m" in result.stderr
 
@@ -216,7 +217,8 @@ def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
 
 def test_an_edited_or_inconsistent_embedder_field_is_refused(tmp_path, embedding_server):
     url, _ = embedding_server
-    build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=f"openai:{url}#m")
+    spec = f"openai:{url}#m"
+    build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec)
     path = tmp_path / "ix" / "manifest.json"
     original = path.read_text()
     path.write_text(original.replace('"dim": 27', '"dim": 28'))
@@ -228,7 +230,7 @@ def test_an_edited_or_inconsistent_embedder_field_is_refused(tmp_path, embedding
     path.write_text(json.dumps(forged))
     with pytest.raises(InputError, match=r"flat.vectors.npy holds vectors of shape \(27,\) where the manifest's "
                                          r"embedder gives 28-d ones; rebuild it with .* --embedder openai:"):
-        CorpusIndex(tmp_path / "ix")
+        CorpusIndex(tmp_path / "ix", remote_embedder=spec)
     forged["embedder"] = {"spec": "x", "dim": 27}
     forged["manifest_sha256"] = sha256_of_fields(forged)
     path.write_text(json.dumps(forged))
@@ -240,7 +242,7 @@ def test_an_embedder_whose_weights_changed_is_refused(embedding_server):
     url, _ = embedding_server
     info = EmbedderInfo(spec=f"openai:{url}#m", identity="sha256:of-other-weights", dim=27)
     with pytest.raises(ModelError) as e:
-        RecordedEmbedder(info, where="indexes/x", fix="rebuild it").encode(["q"])
+        RecordedEmbedder(info, where="indexes/x", fix="rebuild it", trusted=info.spec).encode(["q"])
     assert one_line(e) == (f"indexes/x was built with another version of the embedder openai:{url}#m (its weights "
                            "have changed since); rebuild it")
 

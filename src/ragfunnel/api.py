@@ -48,7 +48,9 @@ def answer(
     answer is in the trace's ``abstain`` stage).
 
     Over a context or files, ``prediction.citations`` says where the answer came from (file, page or
-    chapter, and the supporting sentence).
+    chapter, and the supporting sentence). An index whose vectors come from an embeddings server is
+    refused when named by its directory; open it as ``CorpusIndex(DIR, remote_embedder="openai:URL#MODEL")``
+    to trust that server with its queries and ``OPENAI_API_KEY``.
     """
     if sum(source is not None for source in (context, files, index)) != 1:
         raise ConfigError("answer() reads a context (a long text), files (paths of documents or folders), or an "
@@ -77,20 +79,24 @@ def answer_located(method: ContextMethod, question: str, located: LocatedContext
 
 def search(index: CorpusIndex | str | Path, question: str, *, top_k: int = 4, funnel: bool = True,
            exact: bool = False, top_clusters: int | None = None, top_documents: int = 8,
-           pre_ranker: str = DEFAULT_PRE_RANKER, post_ranker: str = DEFAULT_LIGHT) -> SearchResult:
+           pre_ranker: str = DEFAULT_PRE_RANKER, post_ranker: str = DEFAULT_LIGHT,
+           remote_embedder: str | None = None) -> SearchResult:
     """The ``top_k`` passages of a corpus index for ``question``, mirroring ``ragfunnel search``: FunnelRAG's
     three stages (BM25 over clusters, ``pre_ranker`` over documents, ``post_ranker``'s attention over
     passages), or with ``funnel=False`` flat dense search over the passage vectors (``index --flat``).
 
     An index named by its directory is opened (and verified) once per process, and a funnel's rankers are
     loaded once per pair of rankers, so retrievers that call this per query do not pay for either again. The
-    sizes go to each search as arguments: the kept funnel is shared, and no call changes it."""
+    sizes go to each search as arguments: the kept funnel is shared, and no call changes it.
+
+    An index whose vectors come from an embeddings server is refused unless ``remote_embedder`` names that
+    server (its ``openai:URL#MODEL``): queries and ``OPENAI_API_KEY`` go only where the caller says."""
     question = check_question(question)
     if exact and funnel:
         raise ConfigError("exact goes with flat search (funnel=False): the funnel searches no passage vectors")
     if not funnel:
-        return flat_search(_opened(_index_key(index)), question, top_k, exact=exact)
-    retriever = _funnel(_index_key(index), pre_ranker, post_ranker)
+        return flat_search(_opened(_index_key(index), remote_embedder), question, top_k, exact=exact)
+    retriever = _funnel(_index_key(index), pre_ranker, post_ranker, remote_embedder)
     return retriever.search(question, top_clusters=top_clusters, top_documents=top_documents, top_passages=top_k)
 
 
@@ -99,14 +105,15 @@ def _index_key(index: CorpusIndex | str | Path) -> CorpusIndex | str:
 
 
 @lru_cache(maxsize=8)
-def _opened(index: CorpusIndex | str) -> CorpusIndex:
-    return index if isinstance(index, CorpusIndex) else CorpusIndex(index)
+def _opened(index: CorpusIndex | str, remote_embedder: str | None) -> CorpusIndex:
+    return index if isinstance(index, CorpusIndex) else CorpusIndex(index, remote_embedder=remote_embedder)
 
 
 @lru_cache(maxsize=8)
-def _funnel(index: CorpusIndex | str, pre_ranker: str, post_ranker: str) -> FunnelRetriever:
+def _funnel(index: CorpusIndex | str, pre_ranker: str, post_ranker: str, remote_embedder: str | None
+            ) -> FunnelRetriever:
     from ragfunnel.retrieve.attention import load_post_ranker
 
-    _, retriever = open_funnel(_opened(index), pre_ranker=pre_ranker, post_ranker=load_post_ranker(post_ranker),
-                               top_clusters=None, top_documents=8)
+    _, retriever = open_funnel(_opened(index, remote_embedder), pre_ranker=pre_ranker,
+                               post_ranker=load_post_ranker(post_ranker), top_clusters=None, top_documents=8)
     return retriever

@@ -93,7 +93,12 @@ def exclusive(lock_path: Path, what: Path) -> Iterator[None]:
     The holder's PID is written into the lock file so a refused writer can name it. The lock is the
     kernel's (``flock``), so it dies with its process: a kill never leaves a stale lock behind.
     """
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a planted link, which would have the PID written into whatever it points to
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise ConfigError(f"{lock_path} is a link, where ragfunnel keeps the lock of {what}; remove it") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -13,9 +13,17 @@ from typing import Any
 import click
 
 from ragfunnel.api import answer_located
-from ragfunnel.cli.common import document_options, known_task, method_options, model_settings, read_limits
+from ragfunnel.cli.common import (
+    document_options,
+    known_task,
+    method_options,
+    model_settings,
+    read_limits,
+    remote_embedder_option,
+)
 from ragfunnel.cli.live import live_line
 from ragfunnel.confidence import Abstaining, abstained
+from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.documents import read_context
 from ragfunnel.errors import ConfigError
 from ragfunnel.methods import (
@@ -54,9 +62,10 @@ from ragfunnel.types import Prediction, on_stage
               help="An option for --task choice (repeat for each option, in order).")
 @method_options
 @document_options
+@remote_embedder_option
 @click.option("--json", "as_json", is_flag=True, help="Print the full prediction as JSON.")
 def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, method: str | None, task: str,
-        choices: tuple[str, ...], as_json: bool, **given: Any) -> None:
+        choices: tuple[str, ...], remote_embedder: str | None, as_json: bool, **given: Any) -> None:
     """Answer QUESTION from the files in --context (or from a corpus --index), citing where the answer is."""
     model_settings(given)
     limits = read_limits(given)
@@ -69,7 +78,10 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
     check_source(method, index=index_dir)
     check_options(method, {k: v for k, v in options.items() if k not in MODELS}, over_index=index_dir is not None)
     located = read_context(list(context_paths), limits) if context_paths else None
-    chosen = make_method(method, index=index_dir, task=task, **options)  # before any model loads
+    if remote_embedder is not None and index_dir is None:
+        raise ConfigError("--remote-embedder trusts the embeddings server of an --index; --context uses none")
+    index = None if index_dir is None else CorpusIndex(index_dir, remote_embedder=remote_embedder)
+    chosen = make_method(method, index=index, task=task, **options)  # before any model loads
     if below is not None:
         chosen = Abstaining(chosen, below)
     with _progress(options.get("strong"), enabled=not as_json):

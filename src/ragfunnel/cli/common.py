@@ -6,7 +6,8 @@ naming the file (when known) and the problem; ``ragfunnel --debug`` shows the tr
 Ctrl-C and SIGTERM end with exit code 130; a long run says how many rows it saved.
 
 The options several commands take are declared here once: the method and model options of ``ask`` and
-``eval``, the limits on files read, the Ray options, ``--timeout`` and the ``--task`` check.
+``eval``, the limits on files read, the Ray options, ``--timeout``, ``--remote-embedder`` and the ``--task``
+check.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
     help="openai: servers: wait this long for an answer; a call (retries included) gives up after 1.5x "
          "[default: 300].")
+
+
+remote_embedder_option = click.option(
+    "--remote-embedder", metavar="openai:URL#MODEL",
+    help="Trust this embeddings server with the queries (and OPENAI_API_KEY) of an index whose vectors it made. "
+         "An index whose manifest names a server is refused without it: a file never chooses where they go.")
 
 
 _RAY_DEFAULT = "(join or start)"  # --ray without an address: Ray's own choice

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ragfunnel import journal
-from ragfunnel.cli.common import config_option
+from ragfunnel.cli.common import config_option, remote_embedder_option
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.methods.config import FunnelConfig
 
@@ -53,10 +53,11 @@ def funnel() -> None:
                    "with no easy negatives, and on the cross-encoder's own score, with no bi-encoder prior in "
                    "training or when the model is used (the model records it).")
 @click.option("--seed", type=int, default=0, show_default=True)
+@remote_embedder_option
 def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: float, top_positives: int,
             easy_negatives: int | None, top_clusters: int | None, top_documents: int, post_ranker: str,
             init: str | None, epochs: int, learning_rate: float, head_learning_rate: float,
-            prior_weight: float | None, plain: bool, seed: int) -> None:
+            prior_weight: float | None, plain: bool, seed: int, remote_embedder: str | None) -> None:
     """Label the pre-ranker's documents with aggregated attention scores and train a cross-encoder (BPR).
 
     Load the result with `ragfunnel search DIR QUESTION --pre-ranker OUT`.
@@ -79,7 +80,7 @@ def distill(index_dir: Path, dataset: Path, out_dir: Path, limit: int, alpha: fl
         examples = [e for e in load_dataset(dataset, limit=limit).examples if e.answers]
         if not examples:
             raise InputError(f"{dataset} has no questions with answers to learn from; pass a training set with answers")
-        index = CorpusIndex(index_dir)
+        index = CorpusIndex(index_dir, remote_embedder=remote_embedder)
         retriever = FunnelRetriever(index, pre_ranker=BiEncoderPreRanker(embedder=index.embedder,
                                                                          stored=index.document_vectors),
                                     post_ranker=load_post_ranker(post_ranker), top_clusters=top_clusters,

@@ -24,6 +24,7 @@ from ragfunnel.cli.common import (
     ray_from,
     ray_options,
     read_limits,
+    remote_embedder_option,
 )
 from ragfunnel.cli.evaluate import eval_command, report
 from ragfunnel.cli.funnel import funnel as funnel_group
@@ -192,14 +193,16 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 @config_option(FunnelConfig, "top_documents")
 @config_option(FunnelConfig, "pre_ranker")
 @config_option(FunnelConfig, "post_ranker")
+@remote_embedder_option
 @click.option("--json", "as_json", is_flag=True, help="Results and per-stage timings as JSON.")
 def search(index_dir: Path, question: str, funnel: bool, exact: bool, top_k: int, top_clusters: int | None,
-           top_documents: int, pre_ranker: str, post_ranker: str, as_json: bool) -> None:
+           top_documents: int, pre_ranker: str, post_ranker: str, remote_embedder: str | None, as_json: bool) -> None:
     """Retrieve passages for QUESTION from an index built by `ragfunnel index`."""
     if exact and funnel:
         raise ConfigError("--exact goes with --flat (the funnel searches no passage vectors)")
     found = search_index(index_dir, question, top_k=top_k, funnel=funnel, exact=exact, top_clusters=top_clusters,
-                         top_documents=top_documents, pre_ranker=pre_ranker, post_ranker=post_ranker).to_dict()
+                         top_documents=top_documents, pre_ranker=pre_ranker, post_ranker=post_ranker,
+                         remote_embedder=remote_embedder).to_dict()
     results, stages = found["results"], found["stages"]
     if as_json:
         click.echo(json.dumps(found, indent=2, ensure_ascii=False))

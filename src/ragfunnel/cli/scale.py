@@ -9,7 +9,16 @@ from typing import Any
 
 import click
 
-from ragfunnel.cli.common import Command, Group, config_option, model_settings, ray_from, ray_options, timeout_option
+from ragfunnel.cli.common import (
+    Command,
+    Group,
+    config_option,
+    model_settings,
+    ray_from,
+    ray_options,
+    remote_embedder_option,
+    timeout_option,
+)
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY, check_free, out_file
@@ -101,9 +110,11 @@ def scale() -> None:
               help="On resume, answer the pairs that failed before again (or leave them failed).")
 @_metric_option
 @ray_options("Run the (question, configuration) pairs on Ray workers")
+@remote_embedder_option
 def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies: str, documents: str, shots: str,
          iterations: str, demonstrations_path: Path | None, model: str, limit: int | None, fmt: str,
-         task: str | None, keep_cache: bool, retry_failed: bool, metric: str, **given: Any) -> None:
+         task: str | None, keep_cache: bool, retry_failed: bool, metric: str, remote_embedder: str | None,
+         **given: Any) -> None:
     """Answer DATASET's questions under every configuration within the budgets, one row per
     (question, configuration); then write the optimal-performance table and plot into --out."""
     from ragfunnel.eval.datasets import load_dataset
@@ -122,7 +133,7 @@ def grid(dataset: Path, index_dir: Path, run_dir: Path, budgets: str, strategies
     tasks = sorted({e.task for e in examples})
     task = task or tasks[0]
     check_backends([model])  # a server that is down stops the run here, before any row
-    methods = GridMethods.open(index_dir, model, demonstrations_path, task)
+    methods = GridMethods.open(index_dir, model, demonstrations_path, task, remote_embedder=remote_embedder)
     sizes = first_call_sizes(configs, [e.question for e in examples[:3]], limits[-1], methods.build, resolve(model))
     for budget in limits:  # each budget must admit something, or its table row would be empty
         within_budget(sizes, budget, sizes.__getitem__)
@@ -165,8 +176,9 @@ def _print_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
               help="iterdrag: the model that writes the chains.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
 @timeout_option
+@remote_embedder_option
 def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: int, iterations: int, model: str,
-          limit: int | None, **given: Any) -> None:
+          limit: int | None, remote_embedder: str | None, **given: Any) -> None:
     """Write demonstrations for `ragfunnel scale grid` and `ragfunnel ask --method drag|iterdrag`."""
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.eval.datasets import load_dataset
@@ -175,7 +187,7 @@ def demos(dataset: Path, index_dir: Path, out: Path, strategy: str, documents: i
     model_settings(given)
     out = out_file(out)
     examples = load_dataset(dataset, limit=limit).examples
-    index = CorpusIndex(index_dir)
+    index = CorpusIndex(index_dir, remote_embedder=remote_embedder)
     if strategy == "drag":
         made = extend_demonstrations(examples, out, drag_attempt(index, documents), desc="DRAG demonstrations")
     else:

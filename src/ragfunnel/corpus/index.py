@@ -32,11 +32,19 @@ log = logging.getLogger(__name__)
 
 
 class CorpusIndex:
-    """An index directory opened for search; every file is checked against the manifest first."""
+    """An index directory opened for search; every file is checked against the manifest first.
 
-    def __init__(self, root: str | Path, *, verify: bool = True):
+    ``remote_embedder``: the ``openai:URL#MODEL`` embeddings server the caller trusts with queries and
+    ``OPENAI_API_KEY``; an index whose manifest names a server is refused unless it is that one.
+    """
+
+    def __init__(self, root: str | Path, *, verify: bool = True, remote_embedder: str | None = None):
         self.root = Path(root)
         self.manifest = m = read_manifest(self.root)
+        # What made the passage and document vectors, loaded on first use: queries must be encoded by it too.
+        # Made first, so an index naming a server not trusted is refused before any file is hashed.
+        self.embedder = RecordedEmbedder(m.embedder, where=str(self.root), fix=rebuild_fix(self.root, m),
+                                         trusted=remote_embedder)
         if verify:
             _verify(self.root, m)
         # Every count the manifest states is checked against the rows actually there (header reads only).
@@ -45,8 +53,6 @@ class CorpusIndex:
         self._cluster_offsets = self._array("clusters.offsets.npy", m.clusters + 1)
         self.cluster_bm25 = self._bm25("clusters.bm25", m.clusters)
         self.document_bm25 = self._bm25("documents.bm25", m.documents)
-        # What made the passage and document vectors, loaded on first use: queries must be encoded by it too.
-        self.embedder = RecordedEmbedder(m.embedder, where=str(self.root), fix=rebuild_fix(self.root, m))
         dim = self.embedder.dim  # as recorded (indexes of the bundled MiniLM record none: its 384)
         if m.passages:
             self._spans = self._array("flat.spans.npy", m.passages)

@@ -2,8 +2,9 @@
 when asked, passage and document vectors and a FAISS file over them, all listed in the manifest
 (``ragfunnel.corpus.index_manifest``, which also says what each file holds).
 
-Building writes into ``DIR.partial`` and renames it into place, so a crash never leaves a
-half-written index behind. A directory that already holds an index is rebuilt only when asked.
+Building holds the index's writer lock and writes into ``DIR.partial``, which is then swapped into place
+(``ragfunnel.corpus.index_swap``), so a crash never leaves a half-written index behind and two writers never
+mix their files. A directory that already holds an index is rebuilt only when asked.
 With ``ray``, the vectors are embedded on a Ray cluster (``ragfunnel.corpus.ray_embedding``) into the
 same files, so the manifest is the same as a one-process build's but for float rounding in the vectors.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +35,9 @@ from ragfunnel.corpus.index_manifest import (
     VERSION,
     Manifest,
     file_sha256,
-    previous_directory,
     read_manifest,
-    restore_previous,
 )
+from ragfunnel.corpus.index_swap import PARTIAL_MARK, finish_index, partial_directory, writing
 from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.retrieve.bm25 import TokenIds, index_token_ids, tokenize_ids
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, EmbedderInfo, resolve_embedder
@@ -90,7 +89,7 @@ def _unambiguous(*strings: str) -> bytes:
 
 def listing(root: Path) -> dict[str, dict[str, int | str]]:
     return {str(p.relative_to(root)): {"bytes": p.stat().st_size, "sha256": file_sha256(p)}
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != MANIFEST}
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name not in (MANIFEST, PARTIAL_MARK)}
 
 
 def build_index(
@@ -113,76 +112,46 @@ def build_index(
     ``faiss_search.choose_kind``), ``flat``, ``hnsw``, ``ivf``, ``ivfpq``, or ``none``. Left unset, it is
     ``auto`` when the ``[faiss]`` extra is installed and ``none`` otherwise; set, it needs the extra.
     ``embedder`` (a spec, ``ragfunnel.retrieve.embedders``) embeds the passages and documents, on the
-    Ray cluster ``ray`` describes when given.
+    Ray cluster ``ray`` describes when given. Another process writing ``out`` meanwhile is refused
+    (:class:`~ragfunnel.errors.RunBusy`, naming its PID).
     """
-    out = Path(out)
-    restore_previous(out)
     check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
-                   embedder=embedder, ray=ray)
-    # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
-    chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
-    digest, digests = content_digests(docs)
-    wanted = (digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
-              chosen and (chosen.spec, chosen.identity))
-    old = _kept_index(out, wanted, faiss, force=force)
-    if old is not None:
-        log.info("%s is up to date with %s", out, source)
-        return old
-    check_documents(docs)
+                  embedder=embedder, ray=ray)
+    with writing(Path(out)) as out:
+        # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
+        chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
+        digest, digests = content_digests(docs)
+        wanted = (digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
+                  chosen and (chosen.spec, chosen.identity))
+        old = _kept_index(out, wanted, faiss, force=force)
+        if old is not None:
+            log.info("%s is up to date with %s", out, source)
+            return old
+        check_documents(docs)
 
-    started = time.perf_counter()
-    tmp = partial_directory(out)
-    write_documents(docs, tmp, digests)
-    tokens = document_tokens(docs)
-    clustering = write_clusters(docs, tokens, tmp, max_cluster_tokens)
-    n_passages, info = _write_embeddings(docs, tmp, flat=flat, passage_words=passage_words,
-                                         embed_documents=embed_documents, chosen=chosen, ray=ray)
-    faiss_config = write_faiss(tmp, faiss, n_passages) if flat else None
-    return finish_index(tmp, out, Manifest(
-        format=FORMAT, version=VERSION, source=source, content_sha256=digest,
-        max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
-        graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
-        oversize_documents=clustering.oversize_documents,
-        passages=n_passages, passage_words=passage_words if flat else 0,
-        build_seconds=round(time.perf_counter() - started, 3), files=listing(tmp), faiss=faiss_config,
-        embedder=info,
-    ))
-
-
-def partial_directory(out: Path) -> Path:
-    """A fresh, empty ``DIR.partial`` beside ``out`` to build into."""
-    tmp = out.with_name(out.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
+        started = time.perf_counter()
+        tmp = partial_directory(out)
+        write_documents(docs, tmp, digests)
+        tokens = document_tokens(docs)
+        clustering = write_clusters(docs, tokens, tmp, max_cluster_tokens)
+        n_passages, info = _write_embeddings(docs, tmp, flat=flat, passage_words=passage_words,
+                                             embed_documents=embed_documents, chosen=chosen, ray=ray)
+        faiss_config = write_faiss(tmp, faiss, n_passages) if flat else None
+        return install(tmp, out, Manifest(
+            format=FORMAT, version=VERSION, source=source, content_sha256=digest,
+            max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
+            graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
+            oversize_documents=clustering.oversize_documents,
+            passages=n_passages, passage_words=passage_words if flat else 0,
+            build_seconds=round(time.perf_counter() - started, 3), files=listing(tmp), faiss=faiss_config,
+            embedder=info,
+        ))
 
 
-def finish_index(tmp: Path, out: Path, manifest: Manifest) -> Manifest:
-    """Write ``manifest`` into the finished ``tmp`` and swap it in for ``out``.
-
-    Until the first rename, ``out`` is the old index, untouched; after it, the old index waits in
-    ``DIR.previous`` (put back by ``index_manifest.restore_previous``, which every build, update and reader
-    calls first, if the process dies before the second), and is deleted once the new one is in place. A
-    directory cannot be replaced by one atomic rename when the target is not empty, hence the two.
-    """
-    (tmp / MANIFEST).write_text(json.dumps(manifest.to_json(), indent=2))
-    previous = previous_directory(out)
-    _delete(previous)
-    if out.exists():
-        out.rename(previous)
-    tmp.rename(out)
-    _delete(previous)
+def install(tmp: Path, out: Path, manifest: Manifest) -> Manifest:
+    """Write ``manifest`` into the finished build ``tmp`` and swap it in for ``out``."""
+    finish_index(tmp, out, json.dumps(manifest.to_json(), indent=2))
     return manifest
-
-
-def _delete(directory: Path) -> None:
-    """Remove ``directory`` after renaming it away in one step, so a kill halfway through the removal never
-    leaves a half-deleted ``DIR.previous`` that :func:`restore_previous` would put back."""
-    if directory.exists():
-        doomed = directory.with_name(directory.name + ".deleting")
-        shutil.rmtree(doomed, ignore_errors=True)
-        directory.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool, faiss: str | None, embedder: str,

@@ -41,12 +41,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ragfunnel.bounded import loads, read_regular_file
+from ragfunnel.corpus.index_swap import MANIFEST, restore_previous
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.embedders import EmbedderInfo
 from ragfunnel.retrieve.faiss_search import FaissConfig
 
 FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
-MANIFEST = "manifest.json"
 DEFAULT_CLUSTER_TOKENS, DEFAULT_PASSAGE_WORDS = 4000, 100  # ragfunnel index's defaults
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is counts, settings and a digest per file: a few kilobytes
 DOCUMENT_VECTORS = "documents.vectors.npy"
@@ -160,21 +160,6 @@ class Manifest:
         if given.get("embedder") is not None:
             given["embedder"] = EmbedderInfo.from_json(given["embedder"])
         return cls(**given)
-
-
-def restore_previous(root: Path) -> None:
-    """Put back the index that a build or update killed between the two renames of its swap left in
-    ``DIR.previous`` (``index_build.finish_index``); readers call this too, so the index stays usable."""
-    previous = previous_directory(root)
-    if previous.exists() and not root.exists():
-        try:
-            previous.rename(root)
-        except FileNotFoundError:  # another process put it back first
-            pass
-
-
-def previous_directory(root: Path) -> Path:
-    return root.with_name(root.name + ".previous")
 
 
 def _inside_index(name: str) -> bool:

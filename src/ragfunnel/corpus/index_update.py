@@ -15,8 +15,9 @@ is the one a fresh build of the same corpus writes:
 - the FAISS index, from the kept and new vectors.
 
 Embedding is what a build spends its time on, and only the new passages are embedded. The update is
-written into ``DIR.partial`` and swapped in as a build is (``index_build.finish_index``): a kill at any
-moment leaves the old index in ``DIR``, usable.
+written into ``DIR.partial`` and swapped in as a build is, under the same writer lock
+(``ragfunnel.corpus.index_swap``): a kill at any moment leaves the old index in ``DIR``, usable, and a second
+writer is refused.
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ from ragfunnel.corpus.index_build import (
     content_digests,
     document_tokens,
     faiss_matches,
-    finish_index,
+    install,
     listing,
-    partial_directory,
     passage_text,
     settings_key,
     write_clusters,
@@ -56,8 +56,8 @@ from ragfunnel.corpus.index_manifest import (
     MANIFEST,
     Manifest,
     read_manifest,
-    restore_previous,
 )
+from ragfunnel.corpus.index_swap import index_folder, partial_directory, restore_previous, writing
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.retrieve.bm25 import TOKENISER_FILE, TokenIds, concatenate_tokens, tokeniser_identity
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, resolve_embedder
@@ -119,26 +119,27 @@ def update_index(
     built_with = dict(max_cluster_tokens=max_cluster_tokens, flat=flat, passage_words=passage_words,
                       embed_documents=embed_documents, faiss=faiss, embedder=embedder, ray=ray)
     restore_previous(out)
-    if not (out / MANIFEST).exists():
+    if not (index_folder(out) / MANIFEST).exists():  # build_index takes the writer lock itself
         return IndexUpdate(build_index(docs, out, source=source, **built_with), kept=0, added=len(docs),
                            changed=0, removed=0, rewritten=True)
     check_documents(docs)
-    digest, digests = content_digests(docs)
-    manifest = read_manifest(out)
-    if digest == manifest.content_sha256 and faiss_matches(manifest, faiss):  # before hashing every file
-        log.info("%s is up to date with %s", out, source)
-        return IndexUpdate(manifest, kept=len(docs), added=0, changed=0, removed=0)
-    chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
-    old = CorpusIndex(out)  # every file checked against the manifest
-    try:
-        _check_updatable(old, out, (max_cluster_tokens, passage_words if flat else 0, embed_documents,
-                                    chosen and (chosen.spec, chosen.identity)), faiss)
-        kind = _faiss_kind(old.manifest, faiss, old.embedder.dim)
-        if kind != "none":
-            import_faiss()  # a missing extra stops here, before any embedding
-        return _update(old, docs, digest, digests, out, source=source, faiss=kind, ray=ray)
-    finally:
-        old.close()
+    with writing(out) as out:  # the folder itself, when out is a link to it
+        digest, digests = content_digests(docs)
+        manifest = read_manifest(out)
+        if digest == manifest.content_sha256 and faiss_matches(manifest, faiss):  # before hashing every file
+            log.info("%s is up to date with %s", out, source)
+            return IndexUpdate(manifest, kept=len(docs), added=0, changed=0, removed=0)
+        chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
+        old = CorpusIndex(out, remote_embedder=chosen and chosen.spec)  # every file checked against the manifest
+        try:
+            _check_updatable(old, out, (max_cluster_tokens, passage_words if flat else 0, embed_documents,
+                                        chosen and (chosen.spec, chosen.identity)), faiss)
+            kind = _faiss_kind(old.manifest, faiss, old.embedder.dim)
+            if kind != "none":
+                import_faiss()  # a missing extra stops here, before any embedding
+            return _update(old, docs, digest, digests, out, source=source, faiss=kind, ray=ray)
+        finally:
+            old.close()
 
 
 def _faiss_kind(m: Manifest, faiss: str | None, dim: int) -> str:
@@ -207,7 +208,7 @@ def _update(old: CorpusIndex, docs: list[Document], digest: str, digests: np.nda
     clustering = write_clusters(docs, tokens, tmp, m.max_cluster_tokens)
     n_passages = _write_updated_vectors(old, docs, source_of, fresh, tmp, ray=ray)
     faiss_config = write_faiss(tmp, faiss, n_passages) if m.passages else None
-    manifest = finish_index(tmp, out, Manifest(
+    manifest = install(tmp, out, Manifest(
         format=m.format, version=m.version, source=source, content_sha256=digest,
         max_cluster_tokens=m.max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
         graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,

@@ -7,7 +7,9 @@
 ``openai:URL#MODEL``   an OpenAI-compatible embeddings server (vLLM, TEI, Ollama ...): POST ``URL/embeddings``
 
 An index records its embedder's spec, identity and dimension (:class:`EmbedderInfo`) so that queries
-are encoded by the model its vectors came from; :class:`RecordedEmbedder` is that embedder, checked.
+are encoded by the model its vectors came from; :class:`RecordedEmbedder` is that embedder, checked. A file
+never chooses where queries and ``OPENAI_API_KEY`` go: an index whose embedder is a server is used only
+when whoever runs ragfunnel named that same server (``remote_embedder``).
 Models load on the first ``encode``, so resolving a spec only parses it and finds the files.
 """
 
@@ -24,7 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError
+from ragfunnel.errors import BackendUnavailable, ConfigError, MissingExtra, ModelError, option
 
 DEFAULT_EMBEDDER = "bundled:minilm"
 EMBEDDERS = ("bundled:minilm (the default), hf:NAME_OR_DIR (a Hugging Face encoder in the local cache, or its "
@@ -66,6 +68,33 @@ class EmbedderInfo:
         if not isinstance(data, dict) or set(data) != {"spec", "identity", "dim"}:
             raise ValueError(f"'embedder' is not {{\"spec\", \"identity\", \"dim\"}}: {data!r}"[:200])
         return cls(**data)
+
+
+def is_remote(spec: str) -> bool:
+    """Whether ``spec`` names an embedder reached over the network (queries and the API key go there)."""
+    return spec.startswith("openai:")
+
+
+def _same_server(recorded: str, trusted: str | None) -> bool:
+    """Whether the operator's ``trusted`` spec names the server and model an index ``recorded`` (trailing
+    slashes of the URL aside, as :class:`OpenAIEmbedder` writes its spec without them)."""
+    def canonical(spec: str) -> str:
+        url, _, model = spec.partition("#")
+        return f"{url.rstrip('/')}#{model}"
+
+    return trusted is not None and canonical(recorded) == canonical(trusted)
+
+
+def check_trusted(info: EmbedderInfo | None, trusted: str | None, *, where: str) -> None:
+    """Refuse an index (``where``) whose recorded embedder is a server other than the ``trusted`` one the
+    operator named: an index made elsewhere would otherwise send each query, and ``OPENAI_API_KEY``, wherever
+    its manifest says."""
+    if info is None or not is_remote(info.spec) or _same_server(info.spec, trusted):
+        return
+    shown = repr(info.spec[:200])
+    raise ConfigError(f"{where} names the embeddings server {shown}, which would receive every query and "
+                      f"OPENAI_API_KEY; an index never chooses where those go: if you trust that server, pass "
+                      f"{option('remote_embedder')} {shown}")
 
 
 @lru_cache(maxsize=8)
@@ -228,11 +257,13 @@ class OpenAIEmbedder:
 
 class RecordedEmbedder:
     """The embedder an index's vectors came from (``info``; None: the bundled MiniLM), resolved on the first
-    ``encode`` and checked against the identity recorded. Failures are one line naming the spec and ``fix``."""
+    ``encode`` and checked against the identity recorded. Failures are one line naming the spec and ``fix``.
+    A server is refused unless it is the ``trusted`` one (:func:`check_trusted`)."""
 
-    def __init__(self, info: EmbedderInfo | None, *, where: str, fix: str):
+    def __init__(self, info: EmbedderInfo | None, *, where: str, fix: str, trusted: str | None = None):
         from ragfunnel.retrieve.embed import MiniLMEmbedder
 
+        check_trusted(info, trusted, where=where)
         self.spec = info.spec if info else DEFAULT_EMBEDDER
         self.identity = info.identity if info else MiniLMEmbedder.identity
         self.dim = info.dim if info else MiniLMEmbedder.dim

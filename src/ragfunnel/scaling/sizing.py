@@ -32,15 +32,16 @@ def method_for(config: Config, *, index: CorpusIndex | str | Path, strong: str |
                        demonstrations=demonstrations, task=task, **options)
 
 
-def open_index(path: str) -> CorpusIndex:
+def open_index(path: str, remote_embedder: str | None = None) -> CorpusIndex:
     """The index at ``path``, opened once per process while it is unchanged (its checksums are verified
-    on opening; a rebuild rewrites its manifest, and is opened afresh)."""
-    return _open_index(path, (Path(path) / "manifest.json").stat().st_mtime_ns)
+    on opening; a rebuild rewrites its manifest, and is opened afresh); ``remote_embedder``: see
+    :class:`CorpusIndex`."""
+    return _open_index(path, (Path(path) / "manifest.json").stat().st_mtime_ns, remote_embedder)
 
 
 @lru_cache(maxsize=4)
-def _open_index(path: str, manifest_mtime: int) -> CorpusIndex:
-    return CorpusIndex(path)
+def _open_index(path: str, manifest_mtime: int, remote_embedder: str | None) -> CorpusIndex:
+    return CorpusIndex(path, remote_embedder=remote_embedder)
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,18 @@ class GridMethods:
     strong: str
     demonstrations: tuple[Demonstration, ...]
     task: str
+    remote_embedder: str | None = None  # the embeddings server trusted with the index's queries
 
     @classmethod
-    def open(cls, index_dir: str | Path, strong: str, demonstrations: str | Path | None, task: str) -> GridMethods:
+    def open(cls, index_dir: str | Path, strong: str, demonstrations: str | Path | None, task: str, *,
+             remote_embedder: str | None = None) -> GridMethods:
         """The grid's methods over the index at ``index_dir``, opened here so that a bad index stops the run
         before any configuration is built, and the ``demonstrations`` file (None: no demonstrations) read
         once here rather than by each configuration's method."""
         path = str(Path(index_dir).resolve())
-        open_index(path)
+        open_index(path, remote_embedder)
         demos = () if demonstrations is None else tuple(load_demonstrations(demonstrations))
-        return cls(path, strong, demos, task)
+        return cls(path, strong, demos, task, remote_embedder)
 
     def __call__(self, config: Config) -> CorpusMethod:
         return self.build(config, self.strong)
@@ -70,7 +73,7 @@ class GridMethods:
     def build(self, config: Config, answering: str | LLM) -> CorpusMethod:
         """The method of ``config`` answering with ``answering``: a model spec, or a model already loaded
         (such as the stand-in :func:`first_call_sizes` passes)."""
-        return method_for(config, index=open_index(self.index_dir), strong=answering,
+        return method_for(config, index=open_index(self.index_dir, self.remote_embedder), strong=answering,
                           demonstrations=list(self.demonstrations), task=self.task)
 
 
