@@ -128,14 +128,15 @@ def test_an_mcp_tool_spells_its_arguments_as_they_are_and_other_options_in_optio
 
     class Refusing(ToolState):
         def read(self, path):
-            raise InputError(f"too big: raise {option('max_document_mb')}, or give another {option('path')}")
+            raise InputError(f"too big: lower {option('budget')}, or give another {option('path')}")
 
     async def call():
         with pytest.raises(ToolError) as refused:
             await build_server(Refusing(root=tmp_path)).call_tool("add_document", {"path": "x"})
         return str(refused.value)
 
-    assert anyio.run(call).endswith("too big: raise options.max_document_mb, or give another path")
+    # a read limit is the operator's, spelled as its flag (tests/test_mcp_tools.py)
+    assert anyio.run(call).endswith("too big: lower options.budget, or give another path")
 
 
 def test_a_flag_is_found_by_its_parameter_name_else_made_from_the_name():

@@ -204,3 +204,99 @@ def test_a_document_is_removed_unless_an_answer_reads_it(root):
     assert r["listed"].structured_content["result"] == []
     assert r["again"].is_error and f"no document {doc_id!r}" in r["again"].content[0].text
     assert r["answer_after"].is_error and f"no document {doc_id!r}" in r["answer_after"].content[0].text
+
+
+def test_a_question_over_the_services_limit_is_refused_before_any_job(root):
+    from ragfunnel.serve.settings import QUESTION_CHARS
+
+    too_long = "why " * (QUESTION_CHARS // 4) + "?"
+
+    async def script(client):
+        answer = await client.call_tool("answer", {"question": too_long, "text": TEXT, "method": "lc"})
+        search = await client.call_tool("search", {"index": "lights", "query": too_long})
+        within = await client.call_tool("answer", {"question": "When?" + " " * (QUESTION_CHARS - 5), "text": TEXT,
+                                                   "method": "lc"})
+        return answer, search, within
+
+    state = tools_state(root, indexes={"lights": root})
+    answer, search, within = calls(state, script)
+    for refused in (answer, search):
+        text = refused.content[0].text
+        assert refused.is_error and f"{len(too_long):,} characters, over the limit of {QUESTION_CHARS:,}" in text
+        assert len(text) < 500  # the question is not echoed back
+    assert not within.is_error, within.content
+
+
+def test_mcp_and_serve_refuse_a_long_question_in_the_same_words(root):
+    pytest.importorskip("fastapi", reason="needs the [serve] extra")
+    from tests.test_serve_hostile import served
+
+    question = "q" * 20_001
+    with served() as c:
+        http = c.post("/v1/answer", json={"question": question, "text": TEXT}).json()["detail"]
+
+    async def script(client):
+        return await client.call_tool("answer", {"question": question, "text": TEXT})
+
+    tool = calls(tools_state(root), script).content[0].text.removeprefix("Error executing tool answer: ")
+    assert tool.startswith("the question is 20,001 characters") and tool in http  # serve adds the field's name
+
+
+def test_values_a_client_names_are_cut_in_the_errors_that_echo_them(root):
+    huge = "x" * 100_000
+
+    async def script(client):
+        return [await client.call_tool(tool, arguments) for tool, arguments in (
+            ("answer", {"question": "When?", "document_id": huge}),
+            ("answer", {"question": "When?", "text": TEXT, "method": huge}),
+            ("answer", {"question": "When?", "text": TEXT, "options": {huge: 1}}),
+            ("answer", {"question": "When?", "path": huge}),  # longer than the file system takes
+            ("answer", {"question": "When?", "path": huge[:200]}),
+            ("add_document", {"path": "../" + huge[:200]}),
+            ("remove_document", {"document_id": huge}),
+            ("search", {"index": huge, "query": "q"}),
+        )]
+
+    for refused in calls(tools_state(root), script):
+        assert refused.is_error and len(refused.content[0].text) < 600, refused.content[0].text[:300]
+        assert "xxx…" in refused.content[0].text and "\x1e" not in refused.content[0].text
+
+
+def test_a_method_option_is_spelled_as_the_answer_tool_takes_it_even_when_search_has_an_argument_of_its_name(root):
+    async def script(client):
+        return await client.call_tool("answer", {"question": "When?", "text": TEXT, "method": "auto",
+                                                 "options": {"bogus": 1}})  # auto takes top_k
+
+    text = calls(tools_state(root), script).content[0].text
+    assert "options.top_k" in text and " top_k" not in text.replace("options.top_k", "")
+
+
+def test_a_file_over_the_size_limit_says_what_a_client_can_do(root):
+    from ragfunnel.documents import ReadLimits
+
+    (root / "big.txt").write_text("Gulls nest on the rock. " * 130_000)  # 3 MB
+
+    async def script(client):
+        return [await client.call_tool("add_document", {"path": "big.txt"}),
+                await client.call_tool("answer", {"question": "Where?", "path": "big.txt"})]
+
+    for refused in calls(tools_state(root, limits=ReadLimits(max_document_mb=1)), script):
+        text = refused.content[0].text
+        assert refused.is_error and "big.txt is 3 MB, over the 1 MB limit" in text
+        assert "raise it with `ragfunnel mcp --max-document-mb` (the server's operator sets it), or send a " \
+               "document within the limit" in text
+        assert "options.max_document_mb" not in text
+
+
+def test_every_read_limit_is_spelled_as_a_flag_ragfunnel_mcp_has():
+    from dataclasses import fields
+
+    from ragfunnel.cli.mcp import mcp
+    from ragfunnel.documents import ReadLimits
+    from ragfunnel.serve.mcp_tools import tool_spelling
+
+    flags = {opt for param in mcp.params for opt in param.opts}
+    spell = tool_spelling(set(), set())
+    for limit in fields(ReadLimits):
+        flag = spell(limit.name).split("`")[1].removeprefix("ragfunnel mcp ")
+        assert flag in flags, limit.name

@@ -27,7 +27,14 @@ from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
 from ragfunnel.serve.openai_compat import CHAT_PATH  # noqa: E402
-from ragfunnel.serve.request_bodies import AnswerIn, json_body, shown_name  # noqa: E402
+from ragfunnel.serve.request_bodies import (  # noqa: E402
+    NAME_CHARS,
+    TASK_CHARS,
+    AnswerIn,
+    distinct_names,
+    json_body,
+    shown_name,
+)
 from tests.test_document_bombs import TEXT_OPS, deflated_spaces, one_page, stream  # noqa: E402
 from tests.test_registry_and_http import free_port  # noqa: E402
 from tests.test_serve_api import TEXT, reply  # noqa: E402
@@ -141,6 +148,48 @@ def test_an_uploaded_file_keeps_its_format_and_errors_name_it_as_the_client_did(
     assert r.status_code == 422 and "timetable.pdf" in message(r) and "upload-1" not in message(r)
 
 
+def test_two_uploads_of_one_name_are_told_apart_and_each_cited_in_its_own_text(client):
+    files = [("file", ("notes.txt", b"The ferry to Gull Rock leaves at nine.\n", "text/plain")),
+             ("file", ("notes.txt", b"Gulls nest on the rock. " * 40 + b"\n", "text/plain"))]
+    doc = client.post("/v1/documents", files=files)
+    assert doc.status_code == 201, doc.text
+    assert [f["name"] for f in doc.json()["files"]] == ["notes.txt", "notes (2).txt"]
+    r = client.post("/v1/answer", json={"question": "When does the ferry to Gull Rock leave?",
+                                         "document_id": doc.json()["id"], "method": "op",
+                                         "options": {"chunk_words": 20}})
+    [cited] = r.json()["citations"]
+    assert (cited["file"], cited["quote"]) == ("notes.txt", "The ferry to Gull Rock leaves at nine.")
+    text = client.get(f"/v1/documents/{doc.json()['id']}").json()["text"]
+    assert text[cited["context_start"]:].startswith(cited["quote"])
+
+
+def test_a_citation_is_placed_by_its_files_text_when_files_share_a_name():
+    from types import SimpleNamespace
+
+    from ragfunnel.documents import LocatedContext, SourceDocument
+    from ragfunnel.serve.documents import citations_view
+    from ragfunnel.types import Citation
+
+    quote = "The ferry leaves at nine."
+    located = LocatedContext.join([SourceDocument.of_text("notes.txt", quote),
+                                   SourceDocument.of_text("notes.txt", "Gulls nest on the rock. " * 5)])
+    cited = Citation(file="notes.txt", start=0, end=len(quote), quote=quote)
+    [view] = citations_view(located, SimpleNamespace(citations=[cited]))
+    assert view["context_start"] == located.starts[0]
+    assert located.text[view["context_start"]:].startswith(quote)
+
+
+@pytest.mark.parametrize(("given", "shown"), [
+    (["notes.txt", "notes.txt"], ["notes.txt", "notes (2).txt"]),
+    (["a.md", "a.md", "a (2).md"], ["a.md", "a (3).md", "a (2).md"]),  # never a name the client gave another
+    (["README", "README", "README"], ["README", "README (2)", "README (3)"]),
+    (["Notes.PDF", "Notes.PDF", "notes.pdf"], ["Notes.PDF", "Notes (2).PDF", "notes.pdf"]),
+    (["x" * 252 + ".md"] * 2, ["x" * 252 + ".md", "x" * 248 + " (2).md"]),  # within 255 characters, suffix kept
+])
+def test_repeated_upload_names_are_made_distinct(given, shown):
+    assert distinct_names(given) == shown
+
+
 # 3. PDF bombs and damaged page trees, uploaded: 422 naming the limit, read by the bounded job queue.
 
 @pytest.fixture(scope="module")
@@ -234,3 +283,50 @@ def test_the_servers_memory_stays_flat_while_it_refuses_bombs(bombs):
     print(json.dumps({"idle_mb": idle // 1024, "one_bomb_mb": one // 1024, "two_bombs_mb": two // 1024}))
     assert statuses == [422, 422]
     assert one < 300 * 1024 and two < 600 * 1024
+
+
+# 4. Every field bounded alike on every route that takes it, and a value echoed in an error cut short.
+
+def test_a_name_over_the_limit_is_refused_alike_as_json_and_as_an_upload_field(client):
+    too_long = "n" * (NAME_CHARS + 1)
+    as_json = client.post("/v1/documents", json={"text": TEXT, "name": too_long})
+    as_field = client.post("/v1/documents", files=[("file", ("notes.txt", b"Gulls nest.", "text/plain"))],
+                           data={"name": too_long})
+    assert as_json.status_code == as_field.status_code == 422
+    assert message(as_json) == message(as_field)
+    assert "'body.name'" in message(as_field) and f"at most {NAME_CHARS}" in message(as_field)
+    huge = client.post("/v1/documents", files=[("file", ("notes.txt", b"Gulls nest.", "text/plain"))],
+                       data={"name": "n" * 1_000_000})
+    assert huge.status_code == 422 and len(huge.content) < 2000
+    within = client.post("/v1/documents", files=[("file", ("notes.txt", b"Gulls nest.", "text/plain"))],
+                         data={"name": "n" * NAME_CHARS})
+    assert within.status_code == 201 and within.json()["name"] == "n" * NAME_CHARS
+    assert client.get("/v1/documents").json()[0]["name"] == "n" * NAME_CHARS  # nothing longer was stored
+
+
+def test_an_upload_field_task_is_bounded_as_the_json_one_is(client):
+    files = [("file", ("notes.txt", b"Gulls nest.", "text/plain"))]
+    r = client.post("/v1/documents", files=files, data={"task": "t" * 1_000_000})
+    assert r.status_code == 422 and "'body.task'" in message(r) and f"at most {TASK_CHARS}" in message(r)
+    assert len(r.content) < 2000 and client.get("/v1/documents").json() == []
+
+
+def test_a_document_named_by_its_files_is_within_the_name_limit(client):
+    files = [("file", (f"{i:02d}" + "x" * 247 + ".txt", b"Gulls nest.", "text/plain")) for i in range(20)]
+    r = client.post("/v1/documents", files=files)
+    assert r.status_code == 201, r.text
+    assert len(r.json()["name"]) == NAME_CHARS and r.json()["name"].startswith("00xxx")
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_a_huge_document_id_is_cut_in_the_404_that_echoes_it(client, method):
+    r = client.request(method, "/v1/documents/" + "d" * 60_000)  # near the longest URL httpx sends
+    assert r.status_code == 404 and len(r.content) < 1000
+    assert message(r).startswith("no document 'ddd") and "…" in message(r)
+
+
+def test_a_huge_option_name_is_refused_without_echoing_it_whole(client):
+    r = client.post("/v1/answer", json={"question": "q", "text": TEXT, "options": {"Z" * 100_000: 1}})
+    assert r.status_code == 422 and len(r.content) < 2000
+    assert message(r).startswith("method auto does not take 'ZZZ") and "options.budget" in message(r)
+    assert "\x1e" not in message(r)

@@ -41,7 +41,7 @@ from ragfunnel.methods.base import check_question
 from ragfunnel.prompts import check_task
 from ragfunnel.serve.documents import Document, DocumentStore, chunk_view, citations_view
 from ragfunnel.serve.jobs import Job, JobQueue
-from ragfunnel.serve.options import checked_options
+from ragfunnel.serve.options import checked_options, echoed
 from ragfunnel.serve.settings import API, Settings
 from ragfunnel.text import check_context
 from ragfunnel.types import StageTrace, on_stage
@@ -129,7 +129,7 @@ class ServiceState:
         if name not in self.indexes:
             have = ", ".join(sorted(self.indexes)) or (
                 "none (its operator names them when starting it: `ragfunnel serve --index NAME=DIR`)")
-            raise NotFound(f"no index {name!r}; this server has: {have}")
+            raise NotFound(f"no index {echoed(name)}; this server has: {have}")
         return self.indexes[name]
 
     def document(self, doc_id: str) -> Document:
@@ -137,7 +137,7 @@ class ServiceState:
         try:
             return self.documents.get(doc_id)
         except KeyError:
-            raise NotFound(f"no document {doc_id!r}; store one with POST {API}/documents") from None
+            raise NotFound(f"no document {echoed(doc_id)}; store one with POST {API}/documents") from None
 
     def remove_document(self, doc_id: str) -> None:
         """Remove the stored document ``doc_id``; NotFound if there is none, DocumentInUse while an answer
@@ -145,7 +145,7 @@ class ServiceState:
         try:
             self.documents.remove(doc_id)
         except KeyError:
-            raise NotFound(f"no document {doc_id!r}; GET {API}/documents lists the stored ones") from None
+            raise NotFound(f"no document {echoed(doc_id)}; GET {API}/documents lists the stored ones") from None
 
     def index_rankers(self, name: str) -> Rankers:
         """FunnelRAG's rankers over index ``name`` (the operator's), loaded by the first search or answer that

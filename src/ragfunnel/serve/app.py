@@ -52,7 +52,7 @@ from ragfunnel.serve.openai_compat import (
     method_of,
     model_ids,
 )
-from ragfunnel.serve.options import client_options, describe_errors
+from ragfunnel.serve.options import client_options, describe_errors, echoed
 from ragfunnel.serve.request_bodies import UPLOAD_SCHEMA, AnswerIn, DocumentIn, SearchIn, json_body, receive_upload
 from ragfunnel.serve.settings import API, Settings
 from ragfunnel.serve.wire import BrowserSafeJSON, error_response, http_spelling, status_of
@@ -244,7 +244,7 @@ async def _read_upload(state: ServiceState, request: Request) -> tuple[str, str,
     located = await outcome(state.jobs, job, request, deadline=settings.deadline)
     if isinstance(located, Response):  # the client went away, or a bug was answered
         return located
-    return located.text, upload.name or ", ".join(d.name for d in located.documents), upload.task, located
+    return located.text, upload.label(located), upload.task, located
 
 
 def answer_routes() -> APIRouter:
@@ -286,7 +286,8 @@ def chat_routes() -> APIRouter:
         body = json_body(ChatIn, await request.body())
         method = method_of(body.model, list(METHODS))
         if method is None:
-            raise HTTPException(404, f"unknown model {body.model!r}; models are {', '.join(model_ids(list(METHODS)))}")
+            raise HTTPException(404, f"unknown model {echoed(body.model)}; models are "
+                                     f"{', '.join(model_ids(list(METHODS)))}")
         answer_in = json_body(AnswerIn, json.dumps(answer_request(body, method)).encode())
         label, work = answer_job(state, answer_in)
         deadline = state.settings.deadline

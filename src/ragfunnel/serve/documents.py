@@ -29,7 +29,7 @@ from ragfunnel.retrieve.fusion import max_normalize
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context
 from ragfunnel.text.chunking import CHUNK_WORDS, chunk_words
-from ragfunnel.types import Prediction
+from ragfunnel.types import Citation, Prediction
 
 DEFAULT_CHUNK_WORDS = CHUNK_WORDS  # the methods' default: the prefill must read the text exactly as they will
 
@@ -176,5 +176,13 @@ def _where(located: LocatedContext, offset: int) -> str:
 def citations_view(located: LocatedContext, prediction: Prediction) -> list[dict]:
     """The prediction's citations, each with ``context_start``: where its quote begins in the stored text
     (the inspector scrolls there)."""
-    starts = {d.name: start for d, start in zip(located.documents, located.starts, strict=True)}
-    return [{**c.to_dict(), "context_start": starts[c.file] + c.start} for c in prediction.citations]
+    return [{**c.to_dict(), "context_start": _context_start(located, c)} for c in prediction.citations]
+
+
+def _context_start(located: LocatedContext, citation: Citation) -> int:
+    """Where ``citation``'s quote begins in ``located.text``. A citation names its file by name, which nothing
+    makes unique within a context (two files called ``notes.txt``), so its file is the one of that name whose
+    text holds the quote at the citation's offset."""
+    named = [(d, start) for d, start in zip(located.documents, located.starts, strict=True) if d.name == citation.file]
+    quoting = [start for d, start in named if d.text[citation.start:citation.end] == citation.quote]
+    return (quoting or [start for _, start in named])[0] + citation.start

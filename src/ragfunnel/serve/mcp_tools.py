@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,8 +43,8 @@ from ragfunnel.serve.answering import checked_method
 from ragfunnel.serve.documents import DocumentStore
 from ragfunnel.serve.jobs import Job, JobQueue, QueueFull
 from ragfunnel.serve.mcp_stdio import run_stdio
-from ragfunnel.serve.options import client_model
-from ragfunnel.serve.settings import SEARCH_TOP_K
+from ragfunnel.serve.options import client_model, echoed
+from ragfunnel.serve.settings import SEARCH_TOP_K, check_question_size
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace, on_stage
 from ragfunnel.version import __version__
@@ -73,11 +73,16 @@ class ToolState:
         if not given or "\x00" in given:
             raise InputError("path is empty; name a file or folder under the root")
         path = Path(given) if Path(given).is_absolute() else self.root / given
-        if not path.is_symlink() and not path.exists():
-            raise InputError(f"{given!r} does not exist under the root {self.root}")
+        try:
+            missing = not path.is_symlink() and not path.exists()
+        except OSError as e:  # a name longer than the file system takes, a file used as a folder ...
+            raise InputError(f"{echoed(given)} cannot be read ({e.strerror}); name a file or folder under the "
+                             "root") from None
+        if missing:
+            raise InputError(f"{echoed(given)} does not exist under the root {self.root}")
         real = resolved(path)  # a symlink loop is one line, not a traceback
         if not real.is_relative_to(self.root):
-            raise InputError(f"{given!r} is outside the root this server reads ({self.root}); "
+            raise InputError(f"{echoed(given)} is outside the root this server reads ({self.root}); "
                              "pass a path under it, or restart the server with another root directory")
         return real
 
@@ -100,7 +105,7 @@ class ToolState:
         try:
             self.documents.remove(document_id)
         except KeyError:
-            raise InputError(f"no document {document_id!r}; list_documents lists the stored ones") from None
+            raise InputError(f"no document {echoed(document_id)}; list_documents lists the stored ones") from None
 
     def source(self, *, path: str | None, text: str | None,
                document_id: str | None) -> Callable[[], AbstractContextManager[LocatedContext]]:
@@ -117,7 +122,7 @@ class ToolState:
         try:
             doc = self.documents.get(str(document_id))
         except KeyError:
-            raise InputError(f"no document {document_id!r}; add one with add_document") from None
+            raise InputError(f"no document {echoed(document_id)}; add one with add_document") from None
 
         @contextmanager
         def reading() -> Iterator[LocatedContext]:
@@ -156,7 +161,7 @@ def answer_options(method: str | None, options: dict[str, Any] | None) -> tuple[
     """The ``answer`` tool's method and options, checked as ``/v1/answer`` checks a request's."""
     name = method or DEFAULT_METHOD
     if name not in CONTEXT_METHODS:
-        raise InputError(f"unknown method {name!r} for a document; use one of {', '.join(CONTEXT_METHODS)}")
+        raise InputError(f"unknown method {echoed(name)} for a document; use one of {', '.join(CONTEXT_METHODS)}")
     return checked_method(name, dict(options or {}), task="qa")
 
 
@@ -170,6 +175,30 @@ def options_schema() -> dict[str, Any]:
             properties.setdefault(option_name, {k: v for k, v in schema.items() if k != "default"})
     return {"type": "object", "properties": dict(sorted(properties.items())), "additionalProperties": False,
             "description": "The method's options (GET /v1/methods in `ragfunnel serve` lists each method's)."}
+
+
+SENT_AS = {"context": "path, text or document_id"}  # library options the tools take as arguments of other names
+
+
+def tool_spelling(own: set[str], every: set[str]) -> Callable[[str], str]:
+    """How an option named in an error of a tool is written for an MCP client: an argument of the tool (``own``)
+    or of another tool (``every``: ``index`` is the search tool's) as it is, a method's option as
+    ``options.<name>``, and a limit on the files read, which only the server's operator sets, as the flag of
+    ``ragfunnel mcp`` that raises it, with what the client can do instead."""
+    methods_options = set(options_schema()["properties"])
+    read_limits = {f.name for f in fields(ReadLimits)}
+
+    def spell(name: str) -> str:
+        if name in own or (name in every and name not in methods_options):
+            return name
+        if name in SENT_AS:
+            return SENT_AS[name]
+        if name in read_limits:
+            return (f"`ragfunnel mcp --{name.replace('_', '-')}` (the server's operator sets it), or send a "
+                    "document within the limit")
+        return f"options.{name}"
+
+    return spell
 
 
 def with_generated_options(answer: Callable[..., Any]) -> Callable[..., Any]:
@@ -188,11 +217,10 @@ def build_server(state: ToolState) -> MCPServer:
         "baselines. Give `answer` a path under the server's root, a text, or a document_id from "
         "`add_document`; it returns the answer, a calibrated confidence and citations."))
 
-    def refused(error: RagfunnelError) -> ToolError:
-        """The error for the client: an option that is an argument of a tool keeps its name, any other is
-        ``options.<name>``."""
-        arguments = {name for tool in (answer, search, add_document) for name in inspect.signature(tool).parameters}
-        return ToolError(error.spelled(lambda name: name if name in arguments else f"options.{name}"))
+    def refused(error: RagfunnelError, tool: Callable[..., Any]) -> ToolError:
+        """The error for the client, its options spelled as a client of ``tool`` sets them."""
+        every = {name for each in (answer, search, add_document) for name in inspect.signature(each).parameters}
+        return ToolError(error.spelled(tool_spelling(set(inspect.signature(tool).parameters), every)))
 
     @server.tool()
     @with_generated_options
@@ -203,10 +231,11 @@ def build_server(state: ToolState) -> MCPServer:
         `document_id`. `method`: auto (default), fb, op, lc, ... ; `options`: the method's options (e.g.
         budget, or max_seconds to bound auto's choice by its predicted time)."""
         try:
+            check_question_size(question)
             source = state.source(path=path, text=text, document_id=document_id)
             name, chosen_options = answer_options(method, options)
         except RagfunnelError as e:
-            raise refused(e) from None
+            raise refused(e, answer) from None
 
         def work(job: Job) -> Prediction:
             with source() as located:
@@ -220,7 +249,7 @@ def build_server(state: ToolState) -> MCPServer:
         try:
             prediction = await state.run(work, label=f"{name} answer", on_stage=progress.report)
         except RagfunnelError as e:
-            raise refused(e) from None
+            raise refused(e, answer) from None
         await progress.sent()
         return {"answer": prediction.answer, "method": prediction.method, "confidence": prediction.confidence,
                 "supported": prediction.supported, "citations": [c.to_dict() for c in prediction.citations],
@@ -235,12 +264,12 @@ def build_server(state: ToolState) -> MCPServer:
             if not 1 <= top_k <= SEARCH_TOP_K:
                 raise InputError(f"top_k must be between 1 and {SEARCH_TOP_K}")
             directory = state.indexes.get(index) or state.inside(index)
-            question = check_question(query)
+            question = check_question(check_question_size(query))
             found = await state.run(
                 lambda job: ragfunnel_search(directory, question, top_k=top_k, post_ranker=state.light),
                 label=f"search {index}")
         except RagfunnelError as e:
-            raise refused(e) from None
+            raise refused(e, search) from None
         return [{"id": h.id, "title": h.title, "text": h.text, "score": round(h.score, 6)} for h in found.results]
 
     @server.tool()
@@ -250,7 +279,7 @@ def build_server(state: ToolState) -> MCPServer:
         try:
             doc_id, located = await anyio.to_thread.run_sync(state.add, path)
         except RagfunnelError as e:
-            raise refused(e) from None
+            raise refused(e, add_document) from None
         return _summary(doc_id, located)
 
     @server.tool()
@@ -265,7 +294,7 @@ def build_server(state: ToolState) -> MCPServer:
         try:
             state.remove(document_id)
         except RagfunnelError as e:
-            raise refused(e) from None
+            raise refused(e, remove_document) from None
         return {"document_id": document_id, "removed": True}
 
     return server

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragfunnel.errors import InputError
+from ragfunnel.serve.request_bodies import DOCUMENT_ID_CHARS, INDEX_CHARS, Task
 from ragfunnel.text.hygiene import browser_safe
 
 CHAT_PATH = "/v1/chat/completions"
@@ -67,10 +68,10 @@ class ChatIn(BaseModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     # ragfunnel's own fields (``extra_body`` in the OpenAI SDKs)
-    document_id: str | None = Field(None, max_length=100)
-    index: str | None = Field(None, max_length=200)
+    document_id: str | None = Field(None, max_length=DOCUMENT_ID_CHARS)
+    index: str | None = Field(None, max_length=INDEX_CHARS)
     options: dict[str, Any] = Field(default_factory=dict)
-    task: str = Field("qa", max_length=100)
+    task: Task = "qa"
     choices: list[str] | None = Field(None, max_length=100)
     # read and ignored (see IGNORED)
     temperature: Any = None

@@ -9,14 +9,17 @@ so only ``ragfunnel serve``'s command line sets them. The question's ``task`` is
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ragfunnel.errors import ConfigError
+from ragfunnel.errors import ConfigError, option
 from ragfunnel.methods import check_options, config_of, registered
 from ragfunnel.methods.config import Option, options_of_config
+
+OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # how every option of every method is named
 
 # option -> where the operator sets it, beyond the methods' operator-only fields
 OPERATOR_SET: dict[str, str] = {
@@ -67,13 +70,18 @@ def checked_options(method: str, options: dict[str, Any], *, over_index: bool = 
     """The options a client set for ``method``, validated by the method's configuration; a ConfigError names the
     first bad one."""
     registered(method)
+    allowed = client_options(method, over_index=over_index)
+    for name in options:
+        if not OPTION_NAME.fullmatch(name):  # no option is named so; the name is echoed cut, never whole
+            raise ConfigError(f"{option('method')} {method} does not take {echoed(name)}; it takes "
+                              f"{', '.join(map(option, allowed))}")
     operator = operator_only(method, over_index=over_index)
     for name in sorted(set(options) & set(operator)):
         where = OPERATOR_SET.get(name, "the server's command line")
         raise ConfigError(f"options.{name} is set by the server's operator ({where}), not per request")
     if "task" in options:
         raise ConfigError("option 'task' goes in the request's own 'task' field, not in its options")
-    check_options(method, options, over_index=over_index, allowed=client_options(method, over_index=over_index))
+    check_options(method, options, over_index=over_index, allowed=allowed)
     config = config_of(method, over_index=over_index)
     config = config(**options)  # validation, once, where every front end's is
     return {name: getattr(config, name) for name in options if options[name] is not None}
@@ -84,10 +92,12 @@ def describe_errors(errors: list[Any], *, prefix: str = "") -> str:
     first = errors[0]
     where = ".".join(str(p) for p in first["loc"]) or "the value"
     given = first.get("input")
-    shown = "" if given is None and first["type"] == "missing" else f" (got {_short(given)})"
+    shown = "" if given is None and first["type"] == "missing" else f" (got {echoed(given)})"
     return f"{prefix}{where!r}: {first['msg']}{shown}"
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def echoed(value: Any, limit: int = 60) -> str:
+    """A client's value as an error shows it: its repr, cut to ``limit`` characters, so an error never grows
+    with what the client sent."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "…"

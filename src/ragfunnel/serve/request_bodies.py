@@ -22,12 +22,17 @@ from ragfunnel.bounded import TooDeep, loads
 from ragfunnel.documents import LocatedContext, ReadLimits, SourceDocument, read_document
 from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
 from ragfunnel.errors import InputError, RagfunnelError, option
-from ragfunnel.serve.settings import SEARCH_TOP_K
+from ragfunnel.serve.settings import QUESTION_CHARS, SEARCH_TOP_K, check_question_size
 from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
 
 log = logging.getLogger("ragfunnel.serve")
 
-QUESTION_CHARS = 20_000  # a question longer than this is a document sent in the wrong field
+# The longest value of each field a client names things by, the same on every route that takes it.
+NAME_CHARS = 1000  # a document's label
+TASK_CHARS = 100
+METHOD_CHARS = 100
+DOCUMENT_ID_CHARS = 100
+INDEX_CHARS = 200
 
 
 def _clean(value: Any) -> Any:
@@ -43,42 +48,52 @@ Text = Annotated[str, BeforeValidator(_clean)]
 
 
 def _question_size(question: str) -> str:
-    if len(question) > QUESTION_CHARS:
-        raise ValueError(f"the question is {len(question):,} characters, over the limit of {QUESTION_CHARS:,}; "
-                         "send long text as the document (text or document_id) and ask about it")
-    return question
+    try:
+        return check_question_size(question)
+    except InputError as e:  # pydantic reports a ValueError as the field's complaint
+        raise ValueError(str(e)) from None
 
 
 Question = Annotated[str, BeforeValidator(_clean), AfterValidator(_question_size),
                      Field(description=f"At most {QUESTION_CHARS:,} characters.")]
 
 
-class DocumentIn(BaseModel):
+DocumentName = Annotated[Text, Field(max_length=NAME_CHARS, description="A label to show for it.")]
+Task = Annotated[str, Field(max_length=TASK_CHARS)]
+
+
+class DocumentFields(BaseModel):
+    """A stored document's fields besides its text: those of a JSON body, and the form fields of an upload."""
+
     model_config = ConfigDict(extra="forbid")
+    name: DocumentName = ""
+    task: Task = Field("qa", description="The prompt family its questions will use (the models read it so).")
+
+
+class DocumentIn(DocumentFields):
     text: Text = Field(description="The document's text (UTF-8).")
-    name: Text = Field("", max_length=1000, description="A label to show for it.")
-    task: str = Field("qa", max_length=100, description="The prompt family its questions will use (the models "
-                                                        "read it so).")
 
 
 class AnswerIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: Question
-    document_id: str | None = Field(None, max_length=100, description="A stored document (POST /v1/documents) ...")
+    document_id: str | None = Field(None, max_length=DOCUMENT_ID_CHARS,
+                                    description="A stored document (POST /v1/documents) ...")
     text: Text | None = Field(None, description="... or the text itself ...")
-    index: str | None = Field(None, max_length=200, description="... or an index the server was started with "
-                                                                "(corpus methods).")
-    method: str | None = Field(None, max_length=100, description="Default: auto over a text, funnel over an index.")
+    index: str | None = Field(None, max_length=INDEX_CHARS,
+                              description="... or an index the server was started with (corpus methods).")
+    method: str | None = Field(None, max_length=METHOD_CHARS,
+                               description="Default: auto over a text, funnel over an index.")
     options: Annotated[dict[str, Any], BeforeValidator(_clean_all)] = Field(
         default_factory=dict, description="The method's options, e.g. budget (GET /v1/methods lists them).")
     choices: list[Annotated[Text, Field(max_length=10_000)]] | None = Field(None, max_length=100)
-    task: str = Field("qa", max_length=100)
+    task: Task = "qa"
     stream: bool = Field(False, description="Server-sent events: token, stage and result (or error).")
 
 
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    index: str = Field(max_length=200, description="An index the server was started with (--index NAME=DIR).")
+    index: str = Field(max_length=INDEX_CHARS, description="An index the server was started with (--index NAME=DIR).")
     question: Question
     top_k: int = Field(4, ge=1, le=SEARCH_TOP_K)
     funnel: bool = Field(True, description="FunnelRAG's three stages, or flat dense retrieval (index --flat).")
@@ -97,6 +112,11 @@ def json_body(model: type[BaseModel], raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
                                        "input": {}, "ctx": {"error": "not UTF-8"}}]) from None
+    return validated(model, data)
+
+
+def validated(model: type[BaseModel], data: Any) -> Any:
+    """``data`` validated as a request body of ``model``, its errors placed in the body as FastAPI places them."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
@@ -110,7 +130,7 @@ UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {
     "application/json": {"schema": DocumentIn.model_json_schema()},
     "multipart/form-data": {"schema": {"type": "object", "required": [UPLOAD_FIELD], "properties": {
         UPLOAD_FIELD: {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": UPLOAD_FILES},
-        "name": {"type": "string", "maxLength": 1000}, "task": {"type": "string", "maxLength": 100}}}}}}}
+        **DocumentFields.model_json_schema()["properties"]}}}}}}
 
 
 @dataclass(frozen=True)
@@ -136,6 +156,12 @@ class Upload:
                          for i, file in enumerate(self.files)]
         return LocatedContext.join(documents)
 
+    def label(self, located: LocatedContext) -> str:
+        """The stored document's name: the ``name`` field, else its files' names, within :data:`NAME_CHARS`
+        as a name sent in the field is."""
+        joined = ", ".join(d.name for d in located.documents)
+        return self.name or (joined if len(joined) <= NAME_CHARS else joined[:NAME_CHARS - 1] + "…")
+
 
 async def receive_upload(request: Request, *, max_bytes: int) -> Upload:
     """The files and fields of a multipart upload; neither a part nor a file may exceed ``max_bytes`` (the
@@ -145,9 +171,10 @@ async def receive_upload(request: Request, *, max_bytes: int) -> Upload:
     uploads = [v for k, v in form.multi_items() if k == UPLOAD_FIELD and isinstance(v, StarletteUpload)]
     if not uploads:
         raise InputError(f"the upload holds no files; send each as a multipart field named {UPLOAD_FIELD!r}")
-    files = tuple([UploadedFile(shown_name(upload.filename, f"upload-{i + 1}"), await upload.read())
-                   for i, upload in enumerate(uploads)])
-    return Upload(files, _clean(str(form.get("name") or "")), str(form.get("task") or "qa"))
+    fields = validated(DocumentFields, {k: v for k, v in form.multi_items() if k in DocumentFields.model_fields})
+    names = distinct_names([shown_name(upload.filename, f"upload-{i + 1}") for i, upload in enumerate(uploads)])
+    files = tuple([UploadedFile(name, await upload.read()) for name, upload in zip(names, uploads, strict=True)])
+    return Upload(files, fields.name, fields.task)
 
 
 MAX_NAME_CHARS = 255
@@ -166,6 +193,27 @@ def shown_name(filename: str | None, fallback: str) -> str:
         suffix = _suffix(name)
         name = name[:MAX_NAME_CHARS - len(suffix)] + suffix
     return name
+
+
+def distinct_names(names: list[str]) -> list[str]:
+    """``names`` with each repeat made distinct as a file manager does (``notes.txt``, ``notes (2).txt``), never
+    taking a name the client gave another file: a citation names its file, so two files must not share one."""
+    taken, shown = set(names), []
+    for name in names:
+        if name in shown:
+            cut = len(name) - len(_suffix(name))  # the suffix as the client wrote it (".PDF")
+            stem, suffix, copy = name[:cut], name[cut:], 2
+            while (name := _copy_name(stem, copy, suffix)) in taken:
+                copy += 1
+            taken.add(name)
+        shown.append(name)
+    return shown
+
+
+def _copy_name(stem: str, copy: int, suffix: str) -> str:
+    """``stem (copy)suffix``, the stem cut to keep it within :data:`MAX_NAME_CHARS`."""
+    tag = f" ({copy})"
+    return stem[:MAX_NAME_CHARS - len(tag) - len(suffix)] + tag + suffix
 
 
 def _suffix(name: str) -> str:

@@ -1,5 +1,5 @@
-"""How the answering service runs: the operator's ``ragfunnel serve`` options, the API's path prefix, and the
-most passages one search returns (over HTTP and MCP alike).
+"""How the answering service runs: the operator's ``ragfunnel serve`` options, the API's path prefix, and what
+every question and search is held to (over HTTP and MCP alike): the longest question, the most passages.
 
 Every module of the service reads these; none of them is a client's to set.
 """
@@ -10,11 +10,22 @@ from dataclasses import dataclass, field, replace
 
 from ragfunnel.documents import ReadLimits
 from ragfunnel.documents.limits import MB
+from ragfunnel.errors import InputError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
 
 API = "/v1"
 SEARCH_TOP_K = 100
+QUESTION_CHARS = 20_000  # a question longer than this is a document sent in the wrong field
+
+
+def check_question_size(question: str) -> str:
+    """``question``, refused past :data:`QUESTION_CHARS` before any model reads it (a model's time grows with
+    its length): the one check of every route and tool that takes a question."""
+    if len(question) > QUESTION_CHARS:
+        raise InputError(f"the question is {len(question):,} characters, over the limit of {QUESTION_CHARS:,}; "
+                         "send long text as the document (text or document_id) and ask about it")
+    return question
 
 
 @dataclass
