@@ -51,7 +51,7 @@ def test_the_api_keeps_one_funnel_per_index_and_passes_each_search_its_sizes(ind
     api._funnel.cache_clear()
     index = CorpusIndex(indexed)
     first = api.search(index, "Where was Martha Quill born?", top_k=1)
-    kept = api._funnel(index, api.DEFAULT_PRE_RANKER, api.DEFAULT_LIGHT)
+    kept = api._funnel(index, api.DEFAULT_PRE_RANKER, api.DEFAULT_LIGHT, None)
     before = dict(vars(kept))
     wider = api.search(index, "Where was Martha Quill born?", top_k=3)
     fewer_documents = api.search(index, "Where was Martha Quill born?", top_k=3, top_documents=2)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ragfunnel.cli.common import document_options, read_limits
+from ragfunnel.cli.common import document_options, read_limits, remote_embedder_option
 from ragfunnel.cli.serve import TOKEN_ENV, named_indexes
 from ragfunnel.errors import MissingExtra
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, set_disk_caches
@@ -26,8 +26,9 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, set_disk_caches
 @click.option("--no-cache", is_flag=True,
               help="Bypass the on-disk caches (LLM calls, kept document states); memory keeps them per process.")
 @document_options
+@remote_embedder_option
 def mcp(root: Path, http_port: int | None, token: str | None, light: str, strong: str, indexes: tuple[str, ...],
-        no_cache: bool, **given: object) -> None:
+        no_cache: bool, remote_embedder: str | None, **given: object) -> None:
     """Serve ragfunnel's tools over the Model Context Protocol: answer, search, add_document, list_documents.
 
     Over stdio by default, for an MCP host to start; models load at the first answer."""
@@ -39,7 +40,7 @@ def mcp(root: Path, http_port: int | None, token: str | None, light: str, strong
     set_disk_caches(not no_cache)
     state = ToolState(root=root.resolve(), light=light, strong=strong,
                       indexes={name: Path(path) for name, path in named_indexes(indexes).items()},
-                      limits=read_limits(given))
+                      limits=read_limits(given), remote_embedder=remote_embedder)
     if http_port is None:
         serve_stdio(state)
     else:

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ragfunnel.cli.common import config_option, document_options, model_settings, read_limits
+from ragfunnel.cli.common import config_option, document_options, model_settings, read_limits, remote_embedder_option
 from ragfunnel.errors import ConfigError, MissingExtra
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.methods.config import FunnelConfig
@@ -76,10 +76,11 @@ def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
               help="Calibration file for every answer's confidence (`ragfunnel calibrate`) [default: "
                    "$RAGFUNNEL_CALIBRATION, else the one shipped].")
 @document_options
+@remote_embedder_option
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
           max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool, indexes: tuple[str, ...],
           pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool,
-          calibration: Path | None, **limits: Any) -> None:
+          calibration: Path | None, remote_embedder: str | None, **limits: Any) -> None:
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once.
 
     The port is taken first, then the models load; either failing is one error line. SIGTERM or Ctrl-C
@@ -104,7 +105,7 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     settings = Settings(light=light, strong=strong, token=token or None, queue=queue, deadline=deadline,
                         max_body_bytes=int(max_body_mb * 1024 * 1024), cors_origins=list(cors_origins),
                         allowed_hosts=hosts, prefill=not no_prefill, indexes=named, pre_ranker=pre_ranker,
-                        post_ranker=post_ranker, read_limits=read_limits(limits))
+                        post_ranker=post_ranker, read_limits=read_limits(limits), remote_embedder=remote_embedder)
     if no_cache:
         from ragfunnel.llm import set_disk_caches
 

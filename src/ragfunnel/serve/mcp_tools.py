@@ -63,6 +63,7 @@ class ToolState:
     strong: str = DEFAULT_STRONG
     indexes: dict[str, Path] = field(default_factory=dict)
     limits: ReadLimits = field(default_factory=ReadLimits)
+    remote_embedder: str | None = None  # the embeddings server trusted with the queries of an index it embedded
     queue: int = 8
     deadline: float = 600.0
     documents: DocumentStore = field(default_factory=DocumentStore)
@@ -184,7 +185,8 @@ def tool_spelling(own: set[str], every: set[str]) -> Callable[[str], str]:
     """How an option named in an error of a tool is written for an MCP client: an argument of the tool (``own``)
     or of another tool (``every``: ``index`` is the search tool's) as it is, a method's option as
     ``options.<name>``, and a limit on the files read, which only the server's operator sets, as the flag of
-    ``ragfunnel mcp`` that raises it, with what the client can do instead."""
+    ``ragfunnel mcp`` that raises it, with what the client can do instead (the embeddings server an index may
+    use is the operator's flag too)."""
     methods_options = set(options_schema()["properties"])
     read_limits = {f.name for f in fields(ReadLimits)}
 
@@ -193,6 +195,8 @@ def tool_spelling(own: set[str], every: set[str]) -> Callable[[str], str]:
             return name
         if name in SENT_AS:
             return SENT_AS[name]
+        if name == "remote_embedder":
+            return "`ragfunnel mcp --remote-embedder` (the server's operator sets it)"
         if name in read_limits:
             return (f"`ragfunnel mcp --{name.replace('_', '-')}` (the server's operator sets it), or send a "
                     "document within the limit")
@@ -266,7 +270,8 @@ def build_server(state: ToolState) -> MCPServer:
             directory = state.indexes.get(index) or state.inside(index)
             question = check_question(check_question_size(query))
             found = await state.run(
-                lambda job: ragfunnel_search(directory, question, top_k=top_k, post_ranker=state.light),
+                lambda job: ragfunnel_search(directory, question, top_k=top_k, post_ranker=state.light,
+                                             remote_embedder=state.remote_embedder),
                 label=f"search {index}")
         except RagfunnelError as e:
             raise refused(e, search) from None

@@ -45,6 +45,7 @@ class Settings:
     indexes: dict[str, str] = field(default_factory=dict)  # name -> directory, for search and corpus methods
     pre_ranker: str = DEFAULT_PRE_RANKER
     post_ranker: str = DEFAULT_LIGHT
+    remote_embedder: str | None = None  # the embeddings server trusted with the queries of an index it embedded
     read_limits: ReadLimits = field(default_factory=ReadLimits)  # for uploaded files
 
     def upload_limits(self) -> ReadLimits:
