@@ -42,6 +42,18 @@ def test_a_folder_walk_keeps_only_what_resolves_inside_it(planted, caplog):
     assert "leads back to a folder already read" in said  # sub/up -> ..
 
 
+def test_a_fifo_in_a_folder_is_skipped_with_a_warning(planted, caplog):
+    os.mkfifo(planted / "pipe.txt")  # named like a document: reading it would wait for a writer
+    os.mkfifo(planted / "pipe")  # named like nothing ragfunnel reads: passed over, as any such file is
+    with caplog.at_level(logging.WARNING):
+        files = files_under(planted)
+        located = read_context([planted])
+    assert [p.relative_to(planted).as_posix() for p in files] == ["notes.txt", "sub/inner.md"]
+    assert "The ferry leaves at nine." in located.text
+    said = [r.getMessage() for r in caplog.records if "pipe" in r.getMessage()]
+    assert said == [f"skipped {planted / 'pipe.txt'}: it is not a regular file (a FIFO, socket or device)"] * 2
+
+
 def test_reading_a_folder_never_holds_the_outside_text(planted):
     located = read_context([planted])
     assert "ferry" in located.text and "bridge" in located.text

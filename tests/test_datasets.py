@@ -1,12 +1,16 @@
 """Dataset and corpus loaders: hand-made rows for the formats and errors, the shared files when present."""
 
 import json
+import os
+import sys
 
 import pytest
 
+from ragfunnel.bounded import RefusedPath, UnreadableFile
 from ragfunnel.corpus import load_corpus
 from ragfunnel.errors import ConfigError, InputError
-from ragfunnel.eval.datasets import detect_format, load_dataset
+from ragfunnel.eval import datasets
+from ragfunnel.eval.datasets import MAX_DATASET_BYTES, MAX_DATASET_LINE_BYTES, detect_format, load_dataset
 from ragfunnel.prompts import TASKS
 from tests.conftest import SHARED
 
@@ -147,6 +151,48 @@ def test_empty_file(tmp_path, content, match):
     path.write_text(content)
     with pytest.raises(InputError, match=match):
         load_dataset(path)
+
+
+def test_a_sparse_dataset_file_stops_at_the_line_limit(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.touch()
+    os.truncate(path, MAX_DATASET_LINE_BYTES + (1 << 20))  # NULs without a newline, taking no disk
+    with pytest.raises(UnreadableFile) as error:
+        load_dataset(path)
+    assert str(error.value) == (f"dataset file {path} is over {MAX_DATASET_LINE_BYTES:,} bytes on line 1; pass a "
+                                "JSON Lines dataset: one question a line, each under "
+                                f"{MAX_DATASET_LINE_BYTES >> 20} MiB")
+
+
+def test_a_json_list_is_not_held_to_the_line_limit_but_to_its_cap(tmp_path, monkeypatch):
+    monkeypatch.setattr(datasets, "MAX_DATASET_LINE_BYTES", 100)
+    rows = [{"id": str(i), "question": f"question {i}?", "answer": "a"} for i in range(20)]
+    (tmp_path / "d.json").write_text("  \n" + json.dumps(rows))  # one line, past 100 bytes
+    assert len(load_dataset(tmp_path / "d.json").examples) == 20
+    write_jsonl(tmp_path / "d.jsonl", rows[:1] + [{**rows[1], "question": "long " * 30}])
+    with pytest.raises(UnreadableFile, match=r"d.jsonl is over 100 bytes on line 2"):
+        load_dataset(tmp_path / "d.jsonl")
+    monkeypatch.setattr(datasets, "MAX_DATASET_BYTES", 1000)  # so a regression reads a kilobyte, not gigabytes
+    path = tmp_path / "sparse.json"
+    path.write_text("[")
+    os.truncate(path, 1001)
+    with pytest.raises(RefusedPath, match=r"sparse.json is 1,001 bytes, over the limit of 1,000; pass a JSON list "
+                                          f"of at most {MAX_DATASET_BYTES >> 30} GiB"):
+        load_dataset(path)
+
+
+def test_an_id_of_5000_digits_is_a_row_error(tmp_path):
+    digits, said = "1" * 5000, f"'id' has over {sys.get_int_max_str_digits():,} digits, more than Python reads"
+    path = write_jsonl(tmp_path / "d.jsonl", [{"id": "1", "question": "a?", "answer": "x"},
+                                              f'{{"id": {digits}, "question": "b?", "answer": "y"}}'])
+    loaded = load_dataset(path, on_error="skip")
+    assert [e.id for e in loaded.examples] == ["1"]
+    assert [(e.line, e.message.startswith(said)) for e in loaded.errors] == [(2, True)]
+    with pytest.raises(InputError, match=f"d.jsonl:2: {said} as a number; write it as a string; fix the row"):
+        load_dataset(path)
+    (tmp_path / "d.json").write_text(f'[{{"id": {digits}, "question": "b?", "answer": "y"}}]')
+    with pytest.raises(InputError, match=r"d.json: a number has over .* digits, more than Python reads"):
+        load_dataset(tmp_path / "d.json")
 
 
 def test_missing_file_and_unknown_format(tmp_path):

@@ -6,13 +6,16 @@ import hashlib
 import json
 import os
 import socket
+import sys
 import time
 
 import pytest
 
-from ragfunnel.corpus import load_corpus
+from ragfunnel.bounded import RefusedPath, UnreadableFile
+from ragfunnel.corpus import load_corpus, readers
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.readers import MAX_CORPUS_LINE_BYTES, MAX_JSON_CORPUS_BYTES
 from ragfunnel.errors import ConfigError, InputError, ModelError
 from ragfunnel.types import Document
 
@@ -202,6 +205,43 @@ def test_a_mediawiki_page_without_title_or_id_is_refused(tmp_path, page, match):
     with pytest.raises(InputError, match=match) as error:
         load_corpus(path)
     assert one_line(error).endswith("fix the export (MediaWiki writes a <title> and an <id> for every page)")
+
+
+def test_a_sparse_corpus_file_stops_at_the_line_limit(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.touch()
+    os.truncate(path, MAX_CORPUS_LINE_BYTES + (1 << 20))  # NULs without a newline, taking no disk
+    with pytest.raises(UnreadableFile) as error:
+        load_corpus(path)
+    assert one_line(error) == (f"corpus file {path} is over {MAX_CORPUS_LINE_BYTES:,} bytes on line 1; pass a "
+                               f"JSON Lines corpus: one passage a line, each under {MAX_CORPUS_LINE_BYTES >> 20} MiB")
+
+
+def test_a_json_corpus_over_its_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(readers, "MAX_JSON_CORPUS_BYTES", 1000)  # so a regression reads a kilobyte, not gigabytes
+    path = tmp_path / "c.json"
+    path.write_text("{")
+    os.truncate(path, 1001)
+    with pytest.raises(RefusedPath, match=r"c.json is 1,001 bytes, over the limit of 1,000; pass a regular file of "
+                                          f"at most {MAX_JSON_CORPUS_BYTES >> 30} GiB, or a larger corpus as "
+                                          "JSON Lines") as error:
+        load_corpus(path)
+    one_line(error)
+
+
+def test_a_corpus_id_of_5000_digits_is_one_line_naming_file_and_row(tmp_path):
+    digits, limit = "1" * 5000, f"{sys.get_int_max_str_digits():,}"
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"id": 1, "text": "t"}) + "\n" + f'{{"id": {digits}, "text": "u"}}\n')
+    with pytest.raises(InputError) as error:
+        load_corpus(path)
+    assert one_line(error) == (f"{path}:2: 'id' has over {limit} digits, more than Python reads as a number; "
+                               "write it as a string")
+    path = tmp_path / "c.json"
+    path.write_text(f'[{{"id": {digits}, "text": "u"}}]')
+    with pytest.raises(InputError, match=f"c.json: a number has over {limit} digits") as error:
+        load_corpus(path)
+    one_line(error)
 
 
 # --- pre- and post-ranker specs -------------------------------------------------------------------------

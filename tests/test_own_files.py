@@ -1,7 +1,8 @@
 """Every file ragfunnel reads for itself is read within bounds: a regular file, under a size cap, parsed
 with its nesting limited. A damaged cache is dropped and rebuilt with one warning; a file the user named is
-one error line. Files that could block a read (a FIFO) are read in a thread or a subprocess with a timeout,
-so a regression fails here instead of hanging the suite."""
+one error line. Corpora and datasets, streamed, are regular files too, each line read up to a limit. Files
+that could block a read (a FIFO) are read in a thread or a subprocess with a timeout, so a regression fails
+here instead of hanging the suite."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import pickle
 import resource
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -20,9 +22,12 @@ from ragfunnel.bounded import (
     MAX_JSON_DEPTH,
     RefusedPath,
     TooDeep,
+    TooManyDigits,
     UnreadableFile,
     json_depth_exceeds,
     loads,
+    numbered_lines,
+    open_regular_file,
     read_json_file,
     read_regular_file,
 )
@@ -34,6 +39,8 @@ from tests.test_cli import RAGFUNNEL
 DEEP = "[" * 100_000 + "]" * 100_000  # the speed file of the report: 200 KB, past the smaller caps too
 NESTED = "[" * 10_000 + "]" * 10_000  # within every cap: refused for its depth alone
 SECONDS = 30
+DIGITS = sys.get_int_max_str_digits()  # 4,300 unless changed: Python reads no integer longer
+LONG_INT = "1" * 5000
 
 
 def within_seconds(call, seconds: float = SECONDS, unblock: Path | None = None):
@@ -127,11 +134,70 @@ def test_read_regular_file_refuses_what_is_no_regular_file(tmp_path, fifo):
         read_regular_file(tmp_path / "small" / "inside", max_bytes=100, what="test file")
 
 
+def test_open_regular_file_opens_a_regular_file_and_refuses_the_rest(tmp_path, fifo):
+    (tmp_path / "rows").write_bytes(b"a\nb\n")
+    with open_regular_file(tmp_path / "rows", what="test file") as file:
+        assert file.read() == b"a\nb\n"
+    for special in (fifo, Path("/dev/zero"), tmp_path):
+        with pytest.raises(RefusedPath, match="is not a regular file"):
+            within_seconds(lambda p=special: open_regular_file(p, what="test file").close(), unblock=fifo)
+    with pytest.raises(RefusedPath, match=r"rows is 4 bytes, over the limit of 3; fix it"):
+        open_regular_file(tmp_path / "rows", what="test file", max_bytes=3, fix="fix it")
+    with pytest.raises(FileNotFoundError):
+        open_regular_file(tmp_path / "missing", what="test file")
+
+
+def test_a_path_holding_a_nul_is_refused_saying_so(tmp_path):
+    path = tmp_path / "a\x00b"
+    for read in (lambda: open_regular_file(path, what="test file"),
+                 lambda: read_regular_file(path, max_bytes=100, what="test file")):
+        with pytest.raises(RefusedPath) as error:
+            read()
+        assert str(error.value) == (f"test file {str(path)!r} holds a NUL character, which no file name can; "
+                                    "check the path")
+
+
+def test_numbered_lines_stop_at_the_limit_even_in_a_sparse_file(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"12345\n\n123\n123456\n")
+    with open_regular_file(path, what="test file") as file:
+        lines = numbered_lines(file, path, max_line_bytes=5, what="test file", fix="fix it")
+        assert [next(lines) for _ in range(3)] == [(1, b"12345\n"), (2, b"\n"), (3, b"123\n")]
+        with pytest.raises(UnreadableFile) as error:
+            next(lines)
+    assert str(error.value) == f"test file {path} is over 5 bytes on line 4; fix it"
+    sparse = tmp_path / "sparse.jsonl"
+    sparse.touch()
+    os.truncate(sparse, 2 << 30)  # 2 GiB of NULs without a newline, taking no disk
+    with open_regular_file(sparse, what="test file") as file:
+        with pytest.raises(UnreadableFile, match=r"sparse.jsonl is over 1,048,576 bytes on line 1; fix it"):
+            list(numbered_lines(file, sparse, max_line_bytes=1 << 20, what="test file", fix="fix it"))
+        assert file.tell() == (1 << 20) + 1  # read no further than the limit
+    path.write_bytes(b"last line, no newline")
+    with open_regular_file(path, what="test file") as file:
+        assert list(numbered_lines(file, path, max_line_bytes=100, what="", fix="")) == [(1, path.read_bytes())]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (f'{{"id": {LONG_INT}, "text": "t"}}', f"'id' has over {DIGITS:,} digits"),
+    (f'{{"text": "t", "id": -{LONG_INT}}}', f"'id' has over {DIGITS:,} digits"),
+    (f'{{"links": [{LONG_INT}]}}', f"a number has over {DIGITS:,} digits"),
+    (f'{{"id": {LONG_INT}, "text": ', f"a number has over {DIGITS:,} digits"),  # broken past the number too
+    (LONG_INT, f"a number has over {DIGITS:,} digits"),
+])
+def test_loads_names_an_integer_longer_than_python_reads(text, said):
+    with pytest.raises(TooManyDigits) as error:
+        loads(text)
+    assert str(error.value) == said
+    with pytest.raises(ValueError):  # a ValueError, as JSONDecodeError is
+        loads(text.encode())
+
+
 @pytest.mark.parametrize(("content", "problem"), [
     (b"\xff\xfe{}", "not UTF-8 text"),
     (b'{"a": ', "not JSON (Expecting value)"),
     (DEEP.encode(), f"nested deeper than {MAX_JSON_DEPTH} levels"),
-    (b"1" * 5000, "not usable JSON"),  # past Python's limit on digits of an integer
+    (LONG_INT.encode(), f"not usable JSON (a number has over {DIGITS:,} digits)"),
 ])
 def test_read_json_file_names_the_problem(tmp_path, content, problem):
     path = tmp_path / "x.json"
@@ -292,6 +358,38 @@ def test_a_damaged_sha256_record_is_removed_and_the_file_hashed_again(tmp_path, 
         assert fingerprint.file_sha256(model) == hashlib.sha256(b"GGUF weights").hexdigest()
     assert len(warnings_of(caplog)) == 1
     assert fingerprint.recorded_sha256(model) == hashlib.sha256(b"GGUF weights").hexdigest()
+
+
+# --- corpora and datasets the user names ------------------------------------------------------------------
+
+CORPUS_FIX = "pass a corpus file (JSON, JSON Lines or MediaWiki XML) or a folder of documents"
+
+
+@pytest.mark.parametrize(("reader", "name"), [("corpus", "c.jsonl"), ("corpus", "c.json"), ("corpus", "dump.xml.bz2"),
+                                              ("mediawiki", "dump.xml"), ("dataset", "q.jsonl"), ("dataset", "q.json")])
+def test_a_corpus_or_dataset_that_is_a_fifo_is_refused_at_once(tmp_path, reader, name):
+    from ragfunnel.corpus import load_corpus, read_mediawiki
+    from ragfunnel.eval.datasets import load_dataset
+
+    if reader == "mediawiki":
+        pytest.importorskip("mwparserfromhell")
+    path = tmp_path / name
+    os.mkfifo(path)
+    read = {"corpus": load_corpus, "mediawiki": read_mediawiki, "dataset": load_dataset}[reader]
+    with pytest.raises(RefusedPath) as error:
+        within_seconds(lambda: read(path), unblock=path)
+    fix = "pass one .json or .jsonl file" if reader == "dataset" else CORPUS_FIX
+    kind = "dataset" if reader == "dataset" else "corpus"
+    assert str(error.value) == f"{kind} file {path} is not a regular file (a folder, FIFO or device); {fix}"
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero"])
+@pytest.mark.parametrize("command", ["index", "eval"])
+def test_index_and_eval_refuse_a_fifo_or_a_device_in_one_line(tmp_path, fifo, special, command):
+    path = fifo if special == "fifo" else Path(special)
+    line = run_refused([command, str(path), "--out", str(tmp_path / "out")], tmp_path)
+    kind, fix = ("corpus", CORPUS_FIX) if command == "index" else ("dataset", "pass one .json or .jsonl file")
+    assert line == f"error: {kind} file {path} is not a regular file (a folder, FIFO or device); {fix}"
 
 
 # --- files of runs, indexes and models: one error line ----------------------------------------------------

@@ -14,7 +14,9 @@ a folder             every file ragfunnel.documents reads (PDF, DOCX, EPUB, HTML
 
 A field of the wrong JSON type (a number for a text, a string for ``links``) is refused with the
 file, the row and the field named; ``null`` stands for an absent optional field (``id``, ``title``,
-``links``).
+``links``). A corpus file must be a regular file (never a FIFO or a device), opened through
+:mod:`ragfunnel.bounded`: a ``.json`` corpus is read whole up to :data:`MAX_JSON_CORPUS_BYTES`, and JSON
+Lines and XML are streamed, a JSON line at most :data:`MAX_CORPUS_LINE_BYTES` long.
 """
 
 from __future__ import annotations
@@ -23,9 +25,20 @@ import bz2
 import json
 import logging
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 from xml.etree import ElementTree
 
+from ragfunnel.bounded import (
+    MAX_JSON_DEPTH,
+    TooDeep,
+    TooManyDigits,
+    loads,
+    numbered_lines,
+    open_regular_file,
+    read_regular_file,
+)
 from ragfunnel.documents import ReadLimits, SourceDocument, read_documents
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from ragfunnel.text.hygiene import RecordCleaner
@@ -35,6 +48,16 @@ log = logging.getLogger(__name__)
 
 
 SPLITS = ("files", "chapters")
+# A .json corpus is read and parsed whole, in memory several times its size. The corpora published in this
+# form (HippoRAG's) are tens of megabytes, so this leaves room for far larger ones and still stops a
+# runaway file; a corpus past it belongs in JSON Lines, which is read a line at a time.
+MAX_JSON_CORPUS_BYTES = 2 << 30
+# One passage a line: the longest Wikipedia article is under a megabyte of text, so even a KILT row holding
+# a whole article stays far under this, while a file without newlines (a sparse file's NULs) stops here.
+MAX_CORPUS_LINE_BYTES = 64 << 20
+_FIX = "pass a corpus file (JSON, JSON Lines or MediaWiki XML) or a folder of documents"
+_JSON_FIX = f"pass a regular file of at most {MAX_JSON_CORPUS_BYTES >> 30} GiB, or a larger corpus as JSON Lines"
+_LINE_FIX = f"pass a JSON Lines corpus: one passage a line, each under {MAX_CORPUS_LINE_BYTES >> 20} MiB"
 
 
 def load_corpus(path: str | Path, *, split: str = "files", limits: ReadLimits | None = None) -> list[Document]:
@@ -78,24 +101,40 @@ def _chapters(source: SourceDocument) -> list[tuple[str, str]]:
     return [(title, source.text[start:end]) for title, start, end in runs]
 
 
+@contextmanager
+def _stream(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened as a regular file (a FIFO or a device refused before a byte is read), decompressed
+    as it is read when its name ends in .bz2."""
+    with open_regular_file(path, what="corpus file", fix=_FIX) as raw:
+        if path.suffix != ".bz2":
+            yield raw
+            return
+        with bz2.open(raw) as unpacked:
+            yield unpacked
+
+
 def _is_xml(path: Path) -> bool:
     """True for an XML file, bz2-compressed or not (dump names do not always end in .xml.bz2)."""
     try:
-        with (bz2.open if path.suffix == ".bz2" else open)(path, "rb") as f:
+        with _stream(path) as f:
             return f.read(256).lstrip().startswith(b"<")
     except (OSError, EOFError):
         return False
 
 
 def _json_corpus(path: Path) -> Iterator[Document]:
+    raw = read_regular_file(path, max_bytes=MAX_JSON_CORPUS_BYTES, what="corpus file", fix=_JSON_FIX)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(raw.decode("utf-8"))
     except json.JSONDecodeError as e:
         raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; pass a JSON corpus") from None
-    except RecursionError:
-        raise InputError(f"{path} nests JSON too deeply to be a corpus; fix the file") from None
+    except TooDeep:
+        raise InputError(f"{path} nests JSON deeper than {MAX_JSON_DEPTH} levels, too deep to be a corpus; "
+                         "fix the file") from None
+    except TooManyDigits as e:
+        raise InputError(f"{path}: {e}, more than Python reads as a number; write it as a string") from None
     cleaner = RecordCleaner(path)
     data = cleaner.clean(data, 1)
     cleaner.done()
@@ -113,22 +152,32 @@ def _json_corpus(path: Path) -> Iterator[Document]:
 
 
 def _jsonl_corpus(path: Path) -> Iterator[Document]:
+    """The passages of a JSON Lines corpus, read a line at a time: a corpus may be gigabytes."""
     cleaner = RecordCleaner(path)
-    try:
-        with path.open(encoding="utf-8") as f:
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise InputError(f"{path}:{number}: not valid JSON ({e.msg}); fix the row") from None
-                except RecursionError:
-                    raise InputError(f"{path}:{number}: JSON nested too deeply for a passage; fix the row") from None
-                yield _passage(cleaner.clean(record, number), f"{path}:{number}", number)
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text; pass a JSON Lines corpus") from None
+    with open_regular_file(path, what="corpus file", fix=_FIX) as f:
+        for number, raw in numbered_lines(f, path, max_line_bytes=MAX_CORPUS_LINE_BYTES, what="corpus file",
+                                          fix=_LINE_FIX):
+            where = f"{path}:{number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InputError(f"{where} is not UTF-8 text; pass a JSON Lines corpus") from None
+            if line.strip():
+                yield _passage(cleaner.clean(_row(line, where), number), where, number)
     cleaner.done()
+
+
+def _row(line: str, where: str) -> object:
+    """One JSON Lines row parsed; ``where`` (file:line) names it in errors."""
+    try:
+        return loads(line)
+    except json.JSONDecodeError as e:
+        raise InputError(f"{where}: not valid JSON ({e.msg}); fix the row") from None
+    except TooDeep:
+        raise InputError(f"{where}: JSON nested too deeply for a passage (over {MAX_JSON_DEPTH} levels); "
+                         "fix the row") from None
+    except TooManyDigits as e:
+        raise InputError(f"{where}: {e}, more than Python reads as a number; write it as a string") from None
 
 
 def _passage(record: object, where: str, number: int) -> Document:
@@ -204,11 +253,10 @@ def read_mediawiki(path: str | Path) -> list[Document]:
     except ImportError:
         raise MissingExtra("mwparserfromhell", "corpus") from None
     path = Path(path)
-    opener = bz2.open if path.suffix == ".bz2" else open
     pages: list[tuple[str, str, str, list[str]]] = []
     redirects: dict[str, str] = {}
     try:
-        with opener(path, "rb") as f:
+        with _stream(path) as f:
             for page in _pages(f, path):
                 title, ns, page_id, redirect, wikitext = page
                 if ns != "0":

@@ -102,8 +102,12 @@ def files_under(folder: Path, *, root: Path | None = None) -> list[Path]:
                 log.warning("skipped %s: it resolves outside %s", path, inside)
             elif target.is_dir():
                 pending.append(path)
-            elif target.is_file() and path.suffix.lower() in SUPPORTED_SUFFIXES:
+            elif path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                continue
+            elif target.is_file():
                 files.append(path)
+            else:  # named like a document, but reading it would block (a FIFO) or never end (a device)
+                log.warning("skipped %s: it is not a regular file (a FIFO, socket or device)", path)
     files.sort()
     if not files:
         raise InputError(f"{folder} holds no supported files; ragfunnel reads {SUPPORTED_LINE} "

@@ -20,7 +20,9 @@ Question formats (``format=``):
                ``choices``, ``task``
 ``auto``       pick one of the above from the first record's fields
 
-Files may be a JSON list or JSON Lines. A malformed row is reported with its file and line;
+Files may be a JSON list or JSON Lines, and must be regular files (never a FIFO or a device), opened through
+:mod:`ragfunnel.bounded`: a JSON list is read whole up to :data:`MAX_DATASET_BYTES`, JSON Lines a line at a
+time, each at most :data:`MAX_DATASET_LINE_BYTES`. A malformed row is reported with its file and line;
 ``on_error="fail"`` stops there, ``on_error="skip"`` keeps going and returns every problem in
 :attr:`Loaded.errors` (and logs it) — rows are never dropped silently.
 
@@ -35,8 +37,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from ragfunnel.bounded import (
+    MAX_JSON_DEPTH,
+    TooDeep,
+    TooManyDigits,
+    loads,
+    numbered_lines,
+    open_regular_file,
+    read_regular_file,
+)
 from ragfunnel.documents import read_document, resolved
 from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.prompts import TASKS
@@ -46,6 +57,17 @@ from ragfunnel.text.hygiene import RecordCleaner
 from ragfunnel.types import Document, Example
 
 log = logging.getLogger(__name__)
+
+# A JSON list is read and parsed whole, in memory several times its size. The largest question set published
+# in that form (HotpotQA's training set) is under 600 MB, so this leaves room and still stops a runaway file;
+# JSON Lines is read a line at a time.
+MAX_DATASET_BYTES = 2 << 30
+# One question a line, its context included: long-context benchmarks reach about two million words (LongBench
+# v2), some 15 MB, so this leaves room, while a file without newlines (a sparse file's NULs) stops here.
+MAX_DATASET_LINE_BYTES = 128 << 20
+_FIX = "pass one .json or .jsonl file"
+_LIST_FIX = f"pass a JSON list of at most {MAX_DATASET_BYTES >> 30} GiB, or a larger dataset as JSON Lines"
+_LINE_FIX = f"pass a JSON Lines dataset: one question a line, each under {MAX_DATASET_LINE_BYTES >> 20} MiB"
 
 
 class RowError(ValueError):
@@ -74,27 +96,62 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         raise InputError(f"dataset file {path} does not exist; check the path")
     if path.is_dir():
         raise InputError(f"dataset path {path} is a directory; pass one .json or .jsonl file")
+    with open_regular_file(path, what="dataset file", fix=_FIX) as file:
+        first = _first_byte(file)
+        if not first:
+            raise InputError(f"dataset file {path} is empty; pass a file with at least one question")
+        if first != b"[":
+            file.seek(0)
+            for number, line in _text_lines(file, path):
+                if line.strip():
+                    yield number, _row(line)
+            return
+    # A JSON list has no line per record; report 1-based record numbers instead.
+    yield from enumerate(_json_list(path), start=1)
+
+
+def _first_byte(file: BinaryIO) -> bytes:
+    """The first byte of ``file`` that is not whitespace (``b""`` if there is none), read a piece at a time:
+    a JSON list may be one line of hundreds of megabytes, longer than a JSON Lines row may be."""
+    while piece := file.read(1 << 16):
+        if text := piece.lstrip():
+            return text[:1]
+    return b""
+
+
+def _text_lines(file: BinaryIO, path: Path) -> Iterator[tuple[int, str]]:
+    for number, raw in numbered_lines(file, path, max_line_bytes=MAX_DATASET_LINE_BYTES, what="dataset file",
+                                      fix=_LINE_FIX):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{path}:{number} is not UTF-8 text; pass a JSON or JSON Lines file") from None
+
+
+def _row(line: str) -> Any:
+    """A JSON Lines row parsed, or the :class:`RowError` saying why it cannot be."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return loads(line)
+    except json.JSONDecodeError as e:
+        return RowError(f"not valid JSON ({e.msg})")
+    except TooDeep:
+        return RowError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    except TooManyDigits as e:
+        return RowError(f"{e}, more than Python reads as a number; write it as a string")
+
+
+def _json_list(path: Path) -> list:
+    raw = read_regular_file(path, max_bytes=MAX_DATASET_BYTES, what="dataset file", fix=_LIST_FIX)
+    try:
+        return loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise InputError(f"{path} is not UTF-8 text; pass a JSON or JSON Lines file") from None
-    if not text.strip():
-        raise InputError(f"dataset file {path} is empty; pass a file with at least one question")
-    if text.lstrip().startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
-        # A JSON list has no line per record; report 1-based record numbers instead.
-        yield from enumerate(records, start=1)
-        return
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield number, json.loads(line)
-        except json.JSONDecodeError as e:
-            yield number, RowError(f"not valid JSON ({e.msg})")
+    except json.JSONDecodeError as e:
+        raise InputError(f"{path}:{e.lineno}: not valid JSON ({e.msg}); fix the file") from None
+    except TooDeep:
+        raise InputError(f"{path} nests JSON deeper than {MAX_JSON_DEPTH} levels; fix the file") from None
+    except TooManyDigits as e:
+        raise InputError(f"{path}: {e}, more than Python reads as a number; write it as a string") from None
 
 
 def _require(record: dict, *keys: str) -> None:
