@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("mcp", reason="needs the [mcp] extra")
 from mcp import Client  # noqa: E402
 
+from ragfunnel.errors import InputError  # noqa: E402
 from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.mcp_tools import ToolState, build_server  # noqa: E402
@@ -300,3 +301,8 @@ def test_every_read_limit_is_spelled_as_a_flag_ragfunnel_mcp_has():
     for limit in fields(ReadLimits):
         flag = spell(limit.name).split("`")[1].removeprefix("ragfunnel mcp ")
         assert flag in flags, limit.name
+
+
+def test_a_path_holding_a_nul_says_so(tmp_path):
+    with pytest.raises(InputError, match="holds a NUL character"):
+        ToolState(root=tmp_path).inside("notes\x00.txt")

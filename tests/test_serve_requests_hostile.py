@@ -330,3 +330,10 @@ def test_a_huge_option_name_is_refused_without_echoing_it_whole(client):
     assert r.status_code == 422 and len(r.content) < 2000
     assert message(r).startswith("method auto does not take 'ZZZ") and "options.budget" in message(r)
     assert "\x1e" not in message(r)
+
+
+@pytest.mark.parametrize("path", [CHAT_PATH, "/v1/documents", "/v1/answer", "/v1/search"])
+def test_an_integer_of_5000_digits_is_a_400_naming_it_never_a_500(client, path):
+    r = client.post(path, content=b'{"top_k": ' + b"7" * 5000 + b"}", headers={"Content-Type": "application/json"})
+    assert r.status_code in (400, 422), r.text
+    assert "digits" in r.text and len(r.text) < 2000

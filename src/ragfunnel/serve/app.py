@@ -123,8 +123,8 @@ def _handle_errors(app: FastAPI) -> None:
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
         detail = error.detail
         if error.status_code == 400 and detail == "There was an error parsing the body":  # FastAPI's own words
-            detail = ("the request body could not be read as JSON (it is not UTF-8 text, or nests too deeply); "
-                      "send one JSON object encoded as UTF-8")
+            detail = ("the request body could not be read as JSON (it is not UTF-8 text, nests too deeply, or "
+                      "holds a number of over 4,300 digits); send one JSON object encoded as UTF-8")
         return error_response(request, error.status_code, detail, headers=error.headers)
 
     @app.exception_handler(RequestValidationError)

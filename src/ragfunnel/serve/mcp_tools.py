@@ -71,8 +71,11 @@ class ToolState:
 
     def inside(self, given: str) -> Path:
         """``given`` (relative to the root, or absolute) if it resolves inside the root; refused otherwise."""
-        if not given or "\x00" in given:
+        if not given:
             raise InputError("path is empty; name a file or folder under the root")
+        if "\x00" in given:
+            raise InputError(f"path {echoed(given)} holds a NUL character, which no file name can; name a file or "
+                             "folder under the root")
         path = Path(given) if Path(given).is_absolute() else self.root / given
         try:
             missing = not path.is_symlink() and not path.exists()

@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 from starlette.datastructures import UploadFile as StarletteUpload
 
-from ragfunnel.bounded import TooDeep, loads
+from ragfunnel.bounded import TooDeep, TooManyDigits, loads
 from ragfunnel.documents import LocatedContext, ReadLimits, SourceDocument, read_document
 from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
 from ragfunnel.errors import InputError, RagfunnelError, option
@@ -103,7 +103,7 @@ def json_body(model: type[BaseModel], raw: bytes) -> Any:
     """``raw`` parsed and validated as FastAPI does for a declared body, with the same error shapes."""
     try:
         data = loads(raw)
-    except TooDeep as e:
+    except (TooDeep, TooManyDigits) as e:
         raise RequestValidationError([{"type": "json_invalid", "loc": ("body", 0), "msg": "JSON decode error",
                                        "input": {}, "ctx": {"error": f"JSON {e}"}}]) from None
     except json.JSONDecodeError as e:
