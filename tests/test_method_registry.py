@@ -104,7 +104,7 @@ def test_search_opens_an_index_directory_once_per_process(monkeypatch, tmp_path)
     opened = []
 
     class Opened:
-        def __init__(self, root):
+        def __init__(self, root, remote_embedder=None):
             opened.append(root)
             self.root = root
 

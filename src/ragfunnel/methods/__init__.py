@@ -28,6 +28,7 @@ from ragfunnel.methods.config import (
     FunnelConfig,
     IterDragConfig,
     RetrievalConfig,
+    StepwiseConfig,
     options_of_config,
 )
 from ragfunnel.methods.corpus_fb import CorpusFBRAG
@@ -38,6 +39,7 @@ from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
 from ragfunnel.methods.self_route import SelfRoute
+from ragfunnel.methods.stepwise import Stepwise
 from ragfunnel.methods.vanilla import VanillaRAG
 from ragfunnel.types import Prediction
 
@@ -81,6 +83,7 @@ REGISTRY: dict[str, Registered] = {
     "vanilla": Registered(VanillaRAG, RetrievalConfig, "context"),
     "self-route": Registered(SelfRoute, RetrievalConfig, "context"),
     "lc": Registered(LongContext, AnswerConfig, "context"),
+    "stepwise": Registered(Stepwise, StepwiseConfig, "context"),
     "funnel": Registered(FunnelRAG, FunnelConfig, "corpus"),
     "drag": Registered(DRAG, DragConfig, "corpus"),
     "iterdrag": Registered(IterDRAG, IterDragConfig, "corpus"),
@@ -166,6 +169,6 @@ __all__ = ["METHODS", "REGISTRY", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_
            "OVER_INDEX", "MODELS", "ContextMethod", "CorpusMethod", "Method", "Registered", "check_source", "config_of",
            "check_options", "make_method", "method_kind", "options_of", "registered",
            "AnswerConfig", "AutoConfig", "Config", "CorpusFBConfig", "DragConfig", "FBConfig", "ForwardOnlyConfig",
-           "FunnelConfig", "IterDragConfig", "RetrievalConfig",
+           "FunnelConfig", "IterDragConfig", "RetrievalConfig", "StepwiseConfig",
            "Auto", "DRAG", "FBRAG", "FunnelRAG", "IterDRAG", "LongContext", "OrderPreservingRAG", "SelfRoute",
-           "VanillaRAG"]
+           "Stepwise", "VanillaRAG"]

@@ -316,4 +316,17 @@ class IterDragConfig(DragConfig):
     """IterDRAG: self-ask steps, each retrieving for its sub-question."""
 
     max_tokens: int | None = default_changed(AnswerConfig, "max_tokens", STEP_TOKENS)
-    iterations: int = setting(5, "iterdrag: most follow-up steps n.", ge=1, le=20)
+    iterations: int = setting(5, "iterdrag, stepwise: most follow-up steps n.", ge=1, le=20,
+                              default_text="5 for iterdrag, 3 for stepwise")
+
+
+@dataclass(frozen=True)
+class StepwiseConfig(RetrievalConfig):
+    """Stepwise reading of one long context: self-ask, the question and each follow-up reading the chunks it
+    ranks best (``budget`` tokens for the question, ``step_budget`` more for each follow-up)."""
+
+    budget: int = default_changed(RetrievalConfig, "budget", 1000)
+    max_tokens: int | None = default_changed(AnswerConfig, "max_tokens", STEP_TOKENS)
+    step_budget: int = setting(500, "stepwise: tokens of context each follow-up adds.", ge=1, le=1_000_000,
+                               unit="tokens")
+    iterations: int = default_changed(IterDragConfig, "iterations", 3)

@@ -87,12 +87,13 @@ def display_order(batches: Sequence[Sequence[Document]]) -> list[Document]:
 
 
 def render_documents(documents: Sequence[Document]) -> str:
-    """One line per document, numbered in the order given."""
+    """One line per document, numbered in the order given (a passage of one long text has no title to show)."""
     lines = []
     for i, d in enumerate(documents, start=1):
         words = d.text.split()[:MAX_DOCUMENT_WORDS]
         title = d.title.replace("\n", " ").strip()
-        lines.append(f"Document [{i}] (Title: {title}) {' '.join(words)}")
+        lines.append(f"Document [{i}] (Title: {title}) {' '.join(words)}" if title else
+                     f"Document [{i}] {' '.join(words)}")
     return "\n".join(lines)
 
 
