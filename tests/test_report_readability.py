@@ -116,7 +116,8 @@ def test_each_table_states_the_one_definition_of_right_it_counts(tmp_path):
                              f"{ACCURACY_DEFINITION}.")
     assert RIGHT_DEFINITION.startswith("Right: the first of a row's f1, longbench, accuracy scores is 0.5 or more")
     page = (tmp_path / "out" / "report.html").read_text()
-    assert page.count(f"<p>{html.escape(RIGHT_DEFINITION)} (counted by ") == 2
+    # The main table, the wrong answers' failure kinds and the confidence table each state it.
+    assert page.count(f"<p>{html.escape(RIGHT_DEFINITION)} (counted by ") == 3
     printed = _eval_table(rows, ["fb"]).splitlines()
     assert "accuracy 0.333  em 0.000  f1 0.200  right 0/3  mean 1.0s" in printed[0]
     assert printed[1] == f"{RIGHT_DEFINITION} (counted by right); {ACCURACY_DEFINITION}."

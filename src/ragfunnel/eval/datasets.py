@@ -5,7 +5,8 @@ Question formats (``format=``):
 ``hotpotqa``   ``_id``, ``question``, ``answer``, ``context`` as ``[[title, [sentences]], ...]`` or
                ``{"title": [...], "sentences": [[...], ...]}``, optional ``supporting_facts``
 ``musique``    ``id``, ``question``, ``answer``, ``answer_aliases``, ``paragraphs``
-               (``{title, paragraph_text, is_supporting}``)
+               (``{title, paragraph_text, is_supporting}``), optional ``question_decomposition``
+               (``[{question, answer}, ...]``: every sub-answer but the last goes to ``meta["hop_answers"]``)
 ``nq-open``    ``question``, ``answer`` (a list of accepted strings); no context
 ``longbench``  ``input``, ``context``, ``answers``, optional ``all_classes``, ``_id``, ``dataset``; a
                dataset LongBench knows (``qasper``, ``qmsum``, ...) picks its task ``longbench/<dataset>``
@@ -17,7 +18,8 @@ Question formats (``format=``):
                ``golden_answers`` is read too), optional
                ``id``, ``context`` (or ``context_file``: a document of any format
                ragfunnel.documents reads, relative to the dataset file and inside its folder),
-               ``choices``, ``task``
+               ``choices``, ``task``, ``hop_answers`` (the question's intermediate answers, a list of
+               strings, into ``meta["hop_answers"]``), ``meta``
 ``auto``       pick one of the above from the first record's fields
 
 Files may be a JSON list or JSON Lines, and must be regular files (never a FIFO or a device), opened through
@@ -238,11 +240,27 @@ def _hotpotqa(record: dict, index: int) -> Example:
     )
 
 
+def _hop_answers(value: Any) -> list[str]:
+    """A row's intermediate answers: a list of strings (empty ones dropped)."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RowError(f"'hop_answers' must be a list of strings, got {json.dumps(value)[:60]}")
+    return [v.strip() for v in value if v.strip()]
+
+
+def _decomposition_hops(value: Any) -> list[str]:
+    """The answers of a MuSiQue decomposition's sub-questions but the last (whose answer is the question's):
+    the intermediate answers a model may stop at, kept so a wrong answer can be told to be one of them."""
+    if not isinstance(value, list) or not all(isinstance(step, dict) for step in value):
+        raise RowError("'question_decomposition' must be a list of {question, answer} objects")
+    return _hop_answers([step.get("answer", "") for step in value[:-1]])
+
+
 def _musique(record: dict, index: int) -> Example:
     _require(record, "question", "answer", "paragraphs")
     paras = record["paragraphs"]
     if not isinstance(paras, list) or not all(isinstance(p, dict) for p in paras):
         raise RowError("'paragraphs' must be a list of {title, paragraph_text, is_supporting} objects")
+    hops = _decomposition_hops(record["question_decomposition"]) if record.get("question_decomposition") else None
     docs = [Document(str(p.get("idx", i)), p.get("title", ""), p.get("paragraph_text", ""))
             for i, p in enumerate(paras)]
     return Example(
@@ -253,7 +271,8 @@ def _musique(record: dict, index: int) -> Example:
         task="multihop",
         meta={"titles": [d.title for d in docs],
               "supporting_titles": [p.get("title", "") for p in paras if p.get("is_supporting")],
-              "supporting_positions": [i for i, p in enumerate(paras) if p.get("is_supporting")]},
+              "supporting_positions": [i for i, p in enumerate(paras) if p.get("is_supporting")]}
+        | ({} if hops is None else {"hop_answers": hops}),
         passages=docs,
     )
 
@@ -336,6 +355,9 @@ def _generic(record: dict, index: int) -> Example:
     key = next((k for k in ("answers", "answer", "golden_answers") if k in record), None)
     if key is None:
         raise RowError("missing 'answers' (a list of strings) or 'answer' (a string)")
+    meta = _meta(record.get("meta"))
+    if "hop_answers" in record or "hop_answers" in meta:
+        meta = meta | {"hop_answers": _hop_answers(record.get("hop_answers", meta.get("hop_answers")))}
     return Example(
         id=str(record.get("id") or index),
         question=_text(record, "question"),
@@ -343,7 +365,7 @@ def _generic(record: dict, index: int) -> Example:
         answers=_answers(record[key]),
         choices=_choices(record.get("choices")),
         task=_task(record.get("task", "qa")),
-        meta=_meta(record.get("meta")),
+        meta=meta,
     )
 
 

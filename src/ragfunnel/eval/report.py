@@ -14,7 +14,9 @@ Methods whose answers carry a confidence get a second table and two more plots (
 The table also says why answers were wrong: its evidence recall at the budget is the share of the rows that
 can tell (``EvalRow.evidence_read`` known) whose final context held the evidence, and the wrong answers
 (judged as the confidence table judges them: :func:`~ragfunnel.confidence.measures.is_right`) split into
-those whose evidence was never read and those that read it and still answered wrong.
+those whose evidence was never read and those that read it and still answered wrong. A second table names
+what went wrong with each wrong answer (``EvalRow.failure``, :mod:`ragfunnel.eval.failures`): answered an
+earlier hop, picked the other option, the wrong yes/no, echoed the question, an answer of the wrong type, other.
 
 Each table states, in a line beneath it, what it counts as a right answer (:data:`RIGHT_DEFINITION`, the one
 verdict of the whole report) and, for latencies, which rows they are over (:func:`timed_rows`; ``ragfunnel
@@ -41,6 +43,7 @@ from ragfunnel.eval.confidence_report import (
     save_figure,
     summarise_confidence,
 )
+from ragfunnel.eval.failures import FAILURE_DEFINITIONS, FAILURE_KINDS, MATCH_AT
 from ragfunnel.eval.runner import EvalRow, load_eval
 from ragfunnel.version import __version__
 
@@ -92,6 +95,10 @@ class MethodSummary:
     wrong: int = 0
     wrong_unread: int = 0
     wrong_read: int = 0
+    # Wrong answers by failure kind (EvalRow.failure), every kind present; those of rows written before the
+    # kind was recorded are counted apart.
+    wrong_kinds: dict[str, int] = field(default_factory=dict)
+    wrong_unclassified: int = 0
     # (confidence, metrics) of each row that did not fail and carries a confidence.
     confident_rows: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
@@ -170,6 +177,8 @@ def summarise_run(run_dir: Path) -> list[MethodSummary]:
             wrong=len(wrong),
             wrong_unread=sum(r.evidence_read is False for r in wrong),
             wrong_read=sum(r.evidence_read is True for r in wrong),
+            wrong_kinds={kind: sum(r.failure == kind for r in wrong) for kind in FAILURE_KINDS},
+            wrong_unclassified=sum(r.failure is None for r in wrong),
             confident_rows=[(r.confidence, r.metrics) for r in ok if r.confidence is not None],
         ))
     return out
@@ -223,11 +232,28 @@ def _table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
     return header, body
 
 
+_FAILURE_HEADERS = {"earlier_hop": "earlier hop", "wrong_option": "wrong option", "wrong_yes_no": "wrong yes/no",
+                    "echo": "echo", "wrong_type": "wrong type", "other": "other"}
+
 EVIDENCE_NOTE = ("Evidence read (evidence recall at the budget): the share of the rows that can tell whose final "
                  "context held a chunk with a reference answer (normalised) or touched every supporting passage; a "
                  "row cannot tell when the task has no short answer, or no reference answer stands in the document "
                  "word for word and its supporting passages are unknown. Wrong answers of rows that cannot tell are "
                  "in neither split.")
+
+
+FAILURE_NOTE = ("What went wrong, checked in this order (the first that fits names the answer; \"matches\": equal "
+                f"once normalised, or token F1 {MATCH_AT} or more): "
+                + "; ".join(f"{_FAILURE_HEADERS[kind]}: {text}" for kind, text in FAILURE_DEFINITIONS.items())
+                + "; not classified: rows written before ragfunnel recorded the kind.")
+
+
+def _failure_table(summaries: list[MethodSummary]) -> tuple[list[str], list[list[str]]]:
+    """Wrong answers per (dataset, method, budget), counted by failure kind."""
+    header = ["dataset", "method", "budget", "wrong", *(_FAILURE_HEADERS[k] for k in FAILURE_KINDS), "not classified"]
+    body = [[s.dataset, s.method, str(s.budget or "-"), str(s.wrong),
+             *(str(s.wrong_kinds.get(k, 0)) for k in FAILURE_KINDS), str(s.wrong_unclassified)] for s in summaries]
+    return header, body
 
 
 def _table_notes(summaries: list[MethodSummary]) -> list[str]:
@@ -383,6 +409,9 @@ def write_report(run_dirs: list[Path], out_dir: Path, *, metric: str | None = No
         raise InputError("the run directories hold no rows yet; run `ragfunnel eval` first")
     out_dir = journal.out_dir(Path(out_dir))
     tables = [("", *_table(summaries), _table_notes(summaries))]
+    if any(s.wrong for s in summaries):
+        tables.append(("Wrong answers: what went wrong", *_failure_table(summaries),
+                       [right_note((s.metrics for s in summaries), "the wrong column"), FAILURE_NOTE]))
     if confident := confidence_summaries(summaries, metric):
         judged = (m for s in summaries for _, m in s.confident_rows)
         tables.append(("Confidence: how well each method's confidence tells right answers from wrong",

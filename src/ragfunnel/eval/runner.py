@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 
 from ragfunnel.confidence import abstained, measuring_every_signal
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, RagfunnelError, option
+from ragfunnel.eval.failures import FAILURE_KINDS, FailureKind, failure_of
 from ragfunnel.eval.official_metrics import hotpotqa_scores, longbench_score
 from ragfunnel.journal import RunDir, RunState, drain, load_run
 from ragfunnel.llm.registry import reset_loaded
@@ -105,7 +106,13 @@ class EvalRow:
     # (ragfunnel.confidence); None and empty for methods that give none.
     confidence: float | None = None
     signals: dict[str, float] = field(default_factory=dict)
+    # Whether the confidence reached the calibration's ``supported_at`` (Prediction.supported); None without a
+    # confidence, and on rows written before it was recorded.
+    supported: bool | None = None
     abstained: bool = False  # the answer was withheld for low confidence (``--abstain``)
+    # What went wrong with a wrong answer (ragfunnel.eval.failures: earlier_hop, wrong_option, ...); None when
+    # the answer is right, the task has no right or wrong (summaries), or the row was written before it was.
+    failure: FailureKind | None = None
     error: str | None = None
 
     @property
@@ -146,8 +153,11 @@ class EvalRow:
             _expect(stage, "seconds", int | float, where="trace stage")
         if row.get("confidence") is not None:
             _expect(row, "confidence", int | float)
-        if row.get("evidence_read") is not None and not isinstance(row["evidence_read"], bool):
-            raise InputError("'evidence_read' must be true, false or null")
+        for flag in ("evidence_read", "supported"):
+            if row.get(flag) is not None and not isinstance(row[flag], bool):
+                raise InputError(f"'{flag}' must be true, false or null")
+        if row.get("failure") is not None and row["failure"] not in FAILURE_KINDS:
+            raise InputError(f"'failure' must be null or one of {', '.join(FAILURE_KINDS)}, got {row['failure']!r}")
         signals = row.get("signals", {})
         if not isinstance(signals, dict) or not all(isinstance(v, int | float) for v in signals.values()):
             raise InputError("'signals' must map names to numbers")
@@ -171,10 +181,11 @@ def _row(example: Example, method: str, run: Callable[[], Prediction], profile: 
     except RagfunnelError as e:  # kept apart as a failure and retried on resume, never silently dropped
         return EvalRow(example.id, method, {}, question=example.question, error=str(e))
     gold = _gold(example, p)
+    metrics = score(example, p.answer, profile)
     return EvalRow(
         example_id=example.id,
         method=method,
-        metrics=score(example, p.answer, profile),
+        metrics=metrics,
         question=example.question,
         answer=p.answer,
         references=list(example.answers),
@@ -189,7 +200,9 @@ def _row(example: Example, method: str, run: Callable[[], Prediction], profile: 
         evidence_read=_evidence_read(example, p, gold.get("gold_recall")),
         confidence=p.confidence,
         signals=dict(p.signals),
+        supported=p.supported,
         abstained=abstained(p),
+        failure=failure_of(example, p.answer, metrics),
     )
 
 
