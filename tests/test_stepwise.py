@@ -41,7 +41,8 @@ def chain(*replies: str):
 
 
 def stepwise(llm, **options):
-    return make_method("stepwise", strong=llm, **{"budget": 12, "step_budget": 12, "chunk_words": 10, **options})
+    return make_method("stepwise", strong=llm, **{"budget": 12, "step_budget": 12, "chunk_words": 10,
+                                                  "worked_examples": False, **options})
 
 
 def test_each_follow_up_reads_its_own_best_chunks_and_the_chain_gives_the_answer():
@@ -91,7 +92,8 @@ def test_the_answer_is_assessed_and_cited_in_the_context():
     llm = FakeLLM(chain(f"{FOLLOW_UP} Who won the 1995 rally?", f"{INTERMEDIATE} Edwin Marrack",
                         f"{FOLLOW_UP} Where was Edwin Marrack born?", f"{INTERMEDIATE} Lostwithiel",
                         f"{FINAL} Lostwithiel"))
-    p = answer(QUESTION, context=CONTEXT, method="stepwise", strong=llm, budget=12, step_budget=12, chunk_words=10)
+    p = answer(QUESTION, context=CONTEXT, method="stepwise", strong=llm, budget=12, step_budget=12, chunk_words=10,
+               worked_examples=False)
     assert p.trace.stage("confidence") is not None
     assert [c.quote for c in p.citations] == [PARAGRAPHS[7]]
     assert LocatedContext.of_text(CONTEXT).text == CONTEXT
@@ -103,3 +105,11 @@ def test_choices_and_a_budget_below_one_chunk_are_one_line():
         stepwise(llm).run(QUESTION, CONTEXT, choices=["a", "b"])
     with pytest.raises(InputError, match="smaller than one chunk"):
         stepwise(llm, budget=5).run(QUESTION, CONTEXT)
+
+
+def test_the_worked_examples_go_first_with_short_final_answers():
+    llm = FakeLLM(chain(f"{FINAL} Lostwithiel"))
+    stepwise(llm, worked_examples=True).run(QUESTION, CONTEXT)
+    prompt = llm.calls[0][0]
+    assert prompt.index("Who was born first, Ilse Brand or Marta Sobel?") < prompt.index(QUESTION)
+    assert f"{FINAL} Marta Sobel" in prompt and f"{FOLLOW_UP} When was Marta Sobel born?" in prompt

@@ -330,3 +330,5 @@ class StepwiseConfig(RetrievalConfig):
     step_budget: int = setting(500, "stepwise: tokens of context each follow-up adds.", ge=1, le=1_000_000,
                                unit="tokens")
     iterations: int = default_changed(IterDragConfig, "iterations", 3)
+    worked_examples: bool = setting(True, "stepwise: show three short worked examples (a bridge question, a "
+                                          "comparison, a one-step question) before the question.")

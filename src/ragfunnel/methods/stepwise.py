@@ -4,8 +4,9 @@ A small reader given a bridge question in one go tends to answer its first hop (
 born?" -> the champion's name). Here it runs the self-ask chain IterDRAG runs over a corpus
 (:mod:`ragfunnel.methods.self_ask_chain`), with the context's chunks as its passages: the question reads the
 chunks the shared ranking puts first within ``budget`` tokens, each follow-up the best chunks not read yet
-within ``step_budget`` more, and the final answer is written from the answered steps. A comparison ("Who was
-born first, A or B?") is read as a follow-up per option when the model asks them so.
+within ``step_budget`` more, and the final answer is written from the answered steps. Three short worked
+examples go first (:mod:`ragfunnel.prompts.reader_shots`): a bridge question, a comparison read one option per
+follow-up, and a question answered at once.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ragfunnel.methods.base import as_prediction, check_budget, check_fits, prep
 from ragfunnel.methods.config import STEP_TOKENS, StepwiseConfig
 from ragfunnel.methods.self_ask_chain import ChainSettings, reason
 from ragfunnel.prompts import answer_tokens
+from ragfunnel.prompts.reader_shots import READER_SHOTS
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk
@@ -61,6 +63,7 @@ class Stepwise:
         self.strong = strong
         self.final_tokens = answer_tokens(c.task)
         self.settings = ChainSettings(c.iterations, c.max_tokens or STEP_TOKENS, self.final_tokens, task=c.task)
+        self.shots = list(READER_SHOTS) if c.worked_examples else []
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         c = self.config
@@ -73,7 +76,7 @@ class Stepwise:
         check_fits(llm, budget=whole, task=c.task, question=question, max_tokens=self.final_tokens)
         sizes = check_budget(chunks, budget=min(c.budget, c.step_budget), llm=llm)
         passages = ContextPassages(chunks, sizes, first_budget=c.budget, later_budget=c.step_budget)
-        chain = reason(question, passages, llm, [], self.settings,
+        chain = reason(question, passages, llm, self.shots, self.settings,
                        retrieve_detail={"budget": c.budget, "step_budget": c.step_budget})
         read = [ScoredChunk(passages.by_id[d.id], chain.scores[d.id]) for d in chain.context]
         # Citations and the report read the chunks in the document's order, as the other context methods give them.
