@@ -7,12 +7,13 @@ import logging
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 
+from ragfunnel.confidence.answer_check import check_answer
 from ragfunnel.confidence.calibration import ENV_VAR, CalibrationFile, check_fingerprints, load_calibration
 from ragfunnel.confidence.signals import (
     agreement,
@@ -116,9 +117,15 @@ def resampled(llm: LLM, prompt: str, *, task: str, choices: list[str] | None = N
 
 
 def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
-           choices: list[str] | None = None, light_answer: str | None = None, read_costly: bool = True) -> Prediction:
+           choices: list[str] | None = None, light_answer: str | None = None, read_costly: bool = True,
+           hop_answers: Sequence[str] = ()) -> Prediction:
     """``prediction`` with its signals, its confidence (None for summaries, and where no calibration
-    covers it) and a ``confidence`` stage in its trace that records what that cost."""
+    covers it) and a ``confidence`` stage in its trace that records what that cost.
+
+    ``hop_answers``: the intermediate answers of the step-wise chain that wrote the answer, in order, when one
+    did (the ``answer_check`` signal fails an answer that stopped at an earlier one); the stage's ``check``
+    names the check the answer failed (:func:`~ragfunnel.confidence.answer_check.check_answer`), None when
+    it failed none or was not checked."""
     answer = prediction.answer
     if task_kind(task) == "summary" or not answer.strip():
         return prediction
@@ -132,6 +139,11 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
         signals |= rank_signals(answer, [sc.chunk.text for sc in prediction.ranking])
     signals |= draft_signals(prediction.samples, answer)
     signals |= form_signals(question, answer)
+    # A multiple-choice answer is one of the given options, whose form the choices set, not the question.
+    check = None
+    if task_kind(task) != "choice":
+        check = check_answer(question, answer, hop_answers)
+        signals["answer_check"] = float(check is None)
     if light_answer is not None:
         signals["light_agreement"] = agreement(answer, light_answer)
     costly = read_costly and llm is not None and bool(prediction.prompt)
@@ -150,6 +162,7 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
                        detail={"confidence": None if confidence is None else round(confidence, 4),
                                "signals": {k: round(v, 4) for k, v in signals.items()},
                                "supported": calibration.supported(confidence),
+                               "check": check,
                                "calibration": calibration.fitted_on or "none"})
     return replace(prediction, confidence=confidence, signals=signals, supported=calibration.supported(confidence),
                    trace=Trace([*prediction.trace.stages, stage_done(stage)]))

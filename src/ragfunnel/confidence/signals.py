@@ -21,6 +21,10 @@ dict, never set to a made-up value; the calibrator treats it as its training mea
 - ``declined``: 1 when the answer says the text does not hold it; ``answer_words``: log(1 + its words);
   ``type_match``: whether a yes/no, count or date question got that kind of answer; ``echo``: the share
   of the answer's words the question already holds (an unsure model often repeats the question's names).
+- ``answer_check``: 1 when the answer passes every check of
+  :func:`ragfunnel.confidence.answer_check.check_answer` (its kind fits the question, it is no bare echo, it
+  did not stop at an earlier hop of its chain), 0 when one fails; read in :func:`ragfunnel.confidence.assess`,
+  which names the failed check in its stage.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from ragfunnel.types import Sample
 EXPECTED_DIRECTION = {
     "answer_logprob_mean": 1, "answer_logprob_min": 1, "support": 1, "support_chunks": 1, "support_score": 1,
     "answer_rank": 1, "draft_agreement": 1, "draft_final_agreement": 1, "drafts_answered": 1, "light_agreement": 1,
-    "sample_agreement": 1, "judge_yes": 1, "type_match": 1, "declined": -1, "echo": -1,
+    "sample_agreement": 1, "judge_yes": 1, "type_match": 1, "declined": -1, "echo": -1, "answer_check": 1,
 }
 
 _DECLINED = re.compile(

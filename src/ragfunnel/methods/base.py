@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -201,15 +202,17 @@ def generate_answer(
 
 
 def as_prediction(method: str, gen: Generation, chunks: list[ScoredChunk], stages: list[StageTrace],
-                  *, light_answer: str | None = None, **kwargs) -> Prediction:
+                  *, light_answer: str | None = None, hop_answers: Sequence[str] | None = None,
+                  **kwargs) -> Prediction:
     """The method's prediction, with its confidence when ``gen`` says what it answered (task and question).
-    ``light_answer``: the light model's answer over the same context, when one was written."""
+    ``light_answer``: the light model's answer over the same context, when one was written; ``hop_answers``:
+    the intermediate answers of the step-wise chain that wrote it, in order, when one did."""
     p = Prediction(answer=gen.answer, method=method, chunks_used=chunks, trace=Trace(stages),
                    raw_output=gen.completion.text, completion=gen.completion, prompt=gen.prompt, **kwargs)
     if not gen.task:
         return p
     return assess(p, llm=gen.llm, task=gen.task, question=gen.question, choices=gen.choices,
-                  light_answer=light_answer)
+                  light_answer=light_answer, hop_answers=hop_answers or ())
 
 
 @dataclass(frozen=True)
