@@ -81,4 +81,5 @@ class Stepwise:
         read = [ScoredChunk(passages.by_id[d.id], chain.scores[d.id]) for d in chain.context]
         # Citations and the report read the chunks in the document's order, as the other context methods give them.
         read.sort(key=lambda sc: sc.chunk.position)
-        return as_prediction(self.name, chain.final, read, chain.trace.stages, ranking=passages.question_ranking)
+        return as_prediction(self.name, chain.final, read, chain.trace.stages, ranking=passages.question_ranking,
+                             hop_answers=[step.answer for step in chain.steps])
