@@ -51,6 +51,7 @@ from ragfunnel.types import Prediction, on_stage
                    "--prefer quality) only while the answer's confidence is low; "
                    "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
                    "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
+                   "stepwise: a multi-hop question read in steps (self-ask follow-ups, each reading its own chunks); "
                    "with --index: funnel (FunnelRAG), fb (FB-RAG over the funnel's top documents, citing them), "
                    "drag (demonstrations + documents, one call), iterdrag "
                    f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with "
