@@ -88,6 +88,8 @@ def test_parse_final_strips_an_echoed_prefix():
     assert parse_final("So the final answer is: Port Ellis") == "Port Ellis"
     assert parse_final("Port Ellis\nbecause she was born there") == "Port Ellis"
     assert parse_final("**Answer:** Port Ellis") == "Port Ellis"
+    assert parse_final("Intermediate answer: The American Psychological Association") == ("The American "
+                                                                                          "Psychological Association")
 
 
 def test_display_order_reverses_each_retrieval_appends_later_ones_and_drops_repeats():

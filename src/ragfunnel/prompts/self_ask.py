@@ -236,8 +236,9 @@ def parse_step(text: str, *, after_follow_up: bool = False) -> Step:
 
 
 def parse_final(text: str) -> str:
-    """The answer in a reply to a prompt ending with the final-answer prefix (which models often echo)."""
+    """The answer in a reply to a prompt ending with the final-answer prefix (which models often echo, or
+    replace with the intermediate-answer prefix they wrote last: the text after either is the answer)."""
     step = parse_step(text)
-    if step.kind == "final" and step.text:
+    if step.kind in ("final", "intermediate") and step.prefixed and step.text:
         return step.text
     return clean_answer(text).strip(_DECORATION).strip()
