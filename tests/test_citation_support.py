@@ -170,3 +170,13 @@ def test_an_answer_in_a_sentence_is_cited_though_it_holds_the_question_in_other_
         "The ferry to Gull Rock leaves at nine."]
     assert states({"ferry", "leaves", "nine"}, {"nine"}, {"ferry", "leave"})  # a form of a question word
     assert not states({"tickets", "nine"}, {"nine"}, {"ferry", "leave"})
+
+
+def test_the_question_word_may_stand_in_the_sentence_before_the_quote():
+    text = "Gull Rock Light stands off Tarrow Point. Its last keeper, Ada Penhallow, tended the lamp until 1958."
+    chunks = chunk_words(text, chunk_words=100)
+    quotes = [c.quote for c in cite(_prediction("Ada Penhallow", chunks), LocatedContext.of_text(text),
+                                    "Who kept the Gull Rock light?")]
+    assert quotes == ["Its last keeper, Ada Penhallow, tended the lamp until 1958."]
+    assert states({"ada", "penhallow", "keeper"}, {"ada", "penhallow"}, {"gull", "rock"}, before={"gull", "light"})
+    assert not states({"ada", "penhallow", "keeper"}, {"ada", "penhallow"}, {"gull", "rock"}, before={"tarrow"})

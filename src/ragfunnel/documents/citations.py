@@ -61,8 +61,8 @@ def cite(prediction: Prediction, context: LocatedContext, question: str) -> list
     stated_by = set() if option else question_words
     repeated = answer_words & asked_words
 
-    def stating(sentence: set[str]) -> bool:
-        return states(sentence, answer_words, stated_by, yes_no=yes_no, repeated=repeated)
+    def stating(sentence: set[str], before: set[str]) -> bool:
+        return states(sentence, answer_words, stated_by, yes_no=yes_no, repeated=repeated, before=before)
 
     scored = []
     for spans in _spans(prediction, context):
@@ -95,20 +95,21 @@ def _spans(prediction: Prediction, context: LocatedContext) -> list[list[tuple[i
 
 
 def states(sentence: set[str], answer: set[str], question: set[str], *, yes_no: bool = False,
-           repeated: set[str] | frozenset[str] = frozenset()) -> bool:
+           repeated: set[str] | frozenset[str] = frozenset(), before: set[str] | frozenset[str] = frozenset()) -> bool:
     """Whether a sentence (its words) states the answer to the question (its words beyond the answer's): all
     the words of an answer of up to three, or :data:`ANSWER_WORDS_STATED` of a longer one's, one at least not
     among the words it ``repeated`` from the question (an answer half made of the question is stated by what it
     adds, not by the question's words), and a word of the question, or a form of one, when it has one (a
-    sentence naming the answer but nothing asked about is no evidence for it); for a yes/no answer (whose words
-    no text holds), a third of the question's words, two at least (a two-part question is seldom stated in one
-    sentence)."""
+    sentence naming the answer but nothing asked about is no evidence for it), there or in the sentence ``before``
+    it in the same passage ("Gull Rock Light stands off Tarrow Point. Its last keeper, Ada Penhallow, ...": "its"
+    is the light); for a yes/no answer (whose words no text holds), a third of the question's words, two at
+    least (a two-part question is seldom stated in one sentence)."""
     if yes_no or not answer:
         return bool(question) and len(sentence & question) >= min(len(question), max(2, math.ceil(len(question) / 3)))
     need = len(answer) if len(answer) <= WHOLE_ANSWER_WORDS else math.ceil(ANSWER_WORDS_STATED * len(answer))
     held = sentence & answer
     return (len(held) >= need and bool(held - repeated or not answer - repeated)
-            and (not question or _shares(sentence, question)))
+            and (not question or _shares(sentence | before, question)))
 
 
 def echoes(answer: str, question: str) -> bool:
@@ -126,10 +127,10 @@ def _is_phrase_of(answer: str, question: str) -> bool:
 
 
 def _best_sentence(text: str, start: int, end: int, answer: set[str], question: set[str],
-                   stating: Callable[[set[str]], bool]) -> tuple[float, int, int] | None:
+                   stating: Callable[[set[str], set[str]], bool]) -> tuple[float, int, int] | None:
     """The best-supporting sentence of ``start``..``end`` among those that state the answer (its quote's words
     judged by ``stating``): a chunk states the answer when any of its sentences does, whichever shares most."""
-    best = None
+    best, before = None, set()
     for match in _SENTENCE.finditer(text, start, end):
         a, b = match.span()
         piece = text[a:b]
@@ -139,11 +140,12 @@ def _best_sentence(text: str, start: int, end: int, answer: set[str], question: 
         a += len(piece) - len(piece.lstrip())
         b = a + len(stripped)
         words = _words(stripped)
+        previous, before = before, words
         score = 2.0 * len(words & answer) + len(words & question)
         if best is not None and score <= best[0]:
             continue
         quote = _focus(text, a, b, answer or question)
-        if stating(_words(text[quote[0]:quote[1]])):
+        if stating(_words(text[quote[0]:quote[1]]), previous):
             best = (score, *quote)
     return best
 
