@@ -3,8 +3,7 @@
 For every right answer (token F1 >= 0.5, LongBench's own score >= 0.5) of a run written by
 ``benchmarks/confidence.py``, the chunks the method read are cited again from the question's context, as
 ``ask`` and ``serve`` cite them (:func:`ragfunnel.documents.cite`), and compared with citing every chunk read
-(each by its best sentence, whether or not it states the answer, even an answer that repeats the question:
-the baseline):
+(each by its best sentence, whether or not it states the answer: the baseline):
 
 - precision: the share of citations whose quote holds a reference answer (normalised, as ``answer_rank`` finds it);
 - recall: the share of right answers with at least one such citation;
@@ -62,8 +61,7 @@ def measure(run: Path, *, chunk_size: int, context_words: int, debug: bool = Fal
         context = LocatedContext.of_text(example.context)
         for mode in counts:
             if mode == "every_chunk":
-                with (mock.patch.object(citations, "states", lambda *a, **k: True),
-                      mock.patch.object(citations, "echoes", lambda *a, **k: False)):
+                with mock.patch.object(citations, "states", lambda *a, **k: True):
                     found = cite(prediction, context, example.question)
             else:
                 found = cite(prediction, context, example.question)
@@ -88,7 +86,7 @@ def main() -> None:
     parser.add_argument("--run", type=Path, default=Path("benchmarks/results/default_path"))
     parser.add_argument("--chunk-words", type=int, default=None, help="the run's chunk size [default: the method's]")
     parser.add_argument("--context-words", type=int, default=2000)
-    parser.add_argument("--show-misses", action="store_true", help="print the quotes that hold no reference answer")
+    parser.add_argument("--show-misses", action="store_true", help="print the right answers no quote states")
     args = parser.parse_args()
     from ragfunnel.text.chunking import CHUNK_WORDS
 

@@ -42,7 +42,10 @@ def test_method_end_to_end_on_real_hotpotqa(method, models, hotpot_examples):
         assert len(p.samples) == 5 and all(isinstance(s.text, str) for s in p.samples)
         stage2 = p.trace.stage("stage2_forward")
         assert stage2.input_tokens > 0 and stage2.n_out == 5
-    assert p.answer == clean_answer(p.raw_output)
+    if method == "stepwise":  # the answer is the text of the chain's final line, after its prefix
+        assert p.answer and p.answer in p.raw_output
+    else:
+        assert p.answer == clean_answer(p.raw_output)
 
 
 def test_samples_differ_and_reuse_one_prompt():
