@@ -21,8 +21,9 @@ Settings (each a resumable run directory under ``--out``; rows are written as th
     .venv/bin/python benchmarks/confidence.py --examples 40 --methods op --out benchmarks/results/confidence
     .venv/bin/python benchmarks/confidence.py --analyse-only --ship --out benchmarks/results/confidence
 
-``--ship`` writes the calibration fitted on the fit half into the package (src/ragfunnel/confidence/
-calibration.json), with its held-out statistics.
+``--ship`` writes a calibration into the package (src/ragfunnel/confidence/calibration.json): the features the
+fit half chose, refitted on every row (both halves), with the statistics of a 5-fold cross-validation over them.
+``--also DIR`` adds another run's rows to both halves; ``--extra-fit DIR`` only its fit-half rows.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import statistics
 from datetime import date
 from pathlib import Path
 
+from ragfunnel.confidence.answer_check import check_answer
 from ragfunnel.confidence.calibration import SHIPPED
 from ragfunnel.confidence.fitting import fit_calibration
 from ragfunnel.confidence.measures import auroc, coverage_curve, expected_calibration_error, is_right
@@ -112,11 +114,14 @@ def collect(out: Path, *, settings: list[str], methods: list[str], n: int, conte
 
 
 def load_rows(out: Path) -> list[tuple[str, EvalRow]]:
-    """(setting, row) for every finished row with a verdict under ``out``."""
+    """(setting, row) for every finished row with a verdict under ``out``; a row written before ``answer_check``
+    was a signal gets it, computed from its question and answer exactly as ``assess`` computes it now."""
     rows = []
     for rows_file in sorted(out.glob("*/rows.jsonl")):
         for row in load_eval(rows_file.parent).rows:
             if row.error is None and is_right(row.metrics) is not None:
+                if row.signals and "answer_check" not in row.signals:
+                    row.signals["answer_check"] = float(check_answer(row.question, row.answer) is None)
                 rows.append((rows_file.parent.name.rsplit("-", 1)[0], row))
     return rows
 
@@ -190,8 +195,10 @@ def supported_report(conf: list[float], rows: list[EvalRow], supported_at: float
     flagged = [r for c, r in zip(conf, rows, strict=True) if c < supported_at]
     kept = [r for c, r in zip(conf, rows, strict=True) if c >= supported_at]
     share = lambda rs: round(sum(bool(is_right(r.metrics)) for r in rs) / len(rs), 3) if rs else None  # noqa: E731
+    wrong = sum(not is_right(r.metrics) for r in rows)
     return {"supported_at": supported_at, "flagged": len(flagged), "n": len(rows),
-            "right_when_flagged": share(flagged), "right_when_supported": share(kept)}
+            "right_when_flagged": share(flagged), "right_when_supported": share(kept),
+            "wrong_flagged": round(sum(not is_right(r.metrics) for r in flagged) / wrong, 3) if wrong else None}
 
 
 def read_evidence(row: EvalRow) -> bool | None:
@@ -249,8 +256,9 @@ def paired_with(baseline: Path, rows: list[tuple[str, EvalRow]], method: str = "
             "evidence_after": evidence_report([n for _, n in pairs])}
 
 
-def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), baseline: Path | None = None) -> dict:
-    rows = load_rows(out)
+def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), also: list[Path] = (),
+            baseline: Path | None = None) -> dict:
+    rows = load_rows(out) + [pair for d in also for pair in load_rows(d)]
     fit = [(s, r) for s, r in rows if not held_out(r.example_id)]
     report = [(s, r) for s, r in rows if held_out(r.example_id)]
     # Rows of other runs join the fit half only for questions on its side of the split: a held-out question
@@ -321,8 +329,25 @@ def analyse(out: Path, *, ship: bool, extra_fit: list[Path] = (), baseline: Path
         result["against_baseline"] = paired_with(baseline, rows)
     result["evidence_all_rows"] = {m: evidence_report([r for _, r in rows if r.method == m]) for m in METHODS
                                    if any(r.method == m for _, r in rows)}
+    pooled = [r for _, r in report if r.signals]
+    conf = [calibration.confidence(r.method, r.signals) for r in pooled]
+    labels = [bool(is_right(r.metrics)) for r in pooled]
+    result["every_method"] = {"n": len(pooled), "right": sum(labels), "auroc": round(auroc(conf, labels), 3),
+                              "ece": round(expected_calibration_error(conf, labels), 3),
+                              "supported": supported_report(conf, pooled, calibration.supported_at)}
     if ship:
-        calibration.save(SHIPPED)
+        # The halves chose the features and measured them; what ships is refitted on every row with those
+        # features, its held_out statistics those of a 5-fold cross-validation over every row.
+        keep = None if chosen == "all signals" else informative
+        every = [r for _, r in fit + report]
+        shipped = fit_calibration(
+            [(r.method, {k: v for k, v in r.signals.items() if keep is None or k in keep}, is_right(r.metrics))
+             for r in every], fingerprints=weights,
+            fitted_on=(f"benchmarks/confidence.py, every row: {len(every)} rows of the bundled models on HotpotQA "
+                       f"(HippoRAG's and AMOR's), MuSiQue and LongBench dev ({date.today()}); {chosen}"))
+        shipped.save(SHIPPED)
+        result["shipped"] = {"rows": len(every), "supported_at": shipped.supported_at,
+                             "cross_validated": shipped.held_out.get("default")}
     (out / "confidence.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 
@@ -338,6 +363,8 @@ def main() -> None:
     parser.add_argument("--ship", action="store_true", help="write the fitted calibration into the package")
     parser.add_argument("--extra-fit", type=Path, action="append", default=[],
                         help="another run directory whose fit-half rows join the fit (repeatable)")
+    parser.add_argument("--also", type=Path, action="append", default=[],
+                        help="another run directory whose rows join both halves (repeatable)")
     parser.add_argument("--baseline", type=Path, help="a run directory whose OP rows this run's are paired with")
     parser.add_argument("--budget", type=int, default=OPTIONS["budget"], help="the answering model's budget in tokens")
     args = parser.parse_args()
@@ -348,7 +375,8 @@ def main() -> None:
         collect(args.out, settings=[s.strip() for s in args.settings.split(",") if s.strip()],
                 methods=[m.strip() for m in args.methods.split(",") if m.strip()], n=args.examples,
                 context_words=args.context_words)
-    print(json.dumps(analyse(args.out, ship=args.ship, extra_fit=args.extra_fit, baseline=args.baseline), indent=2))
+    print(json.dumps(analyse(args.out, ship=args.ship, extra_fit=args.extra_fit, also=args.also,
+                                     baseline=args.baseline), indent=2))
 
 
 if __name__ == "__main__":

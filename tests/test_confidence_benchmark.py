@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -48,3 +49,24 @@ def test_the_halves_split_every_method_of_a_question_alike():
     ids = [f"hotpot-{i}" for i in range(200)]
     held = [bench.held_out(i) for i in ids]
     assert 70 < sum(held) < 130 and held == [bench.held_out(i) for i in ids]
+
+
+def test_the_caution_is_reported_by_both_of_its_rates():
+    rows = [row("op", 0.0, 0.1, 1.0), row("op", 1.0, 0.2, 1.0), row("op", 0.0, 0.25, 1.0),  # flagged below 0.3
+            row("op", 0.0, 0.5, 1.0), row("op", 1.0, 0.9, 1.0)]
+    report = bench.supported_report([r.confidence for r in rows], rows, 0.3)
+    assert report["flagged"] == 3 and report["right_when_flagged"] == pytest.approx(1 / 3, abs=1e-3)
+    assert report["wrong_flagged"] == pytest.approx(2 / 3, abs=1e-3)  # two of the three wrong answers carry the caution
+
+
+def test_rows_written_before_the_answer_check_get_it_from_their_question_and_answer(tmp_path):
+    run = tmp_path / "musique-op"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    rows = [EvalRow(example_id, "op", {"f1": 0.0}, question="When was the bridge opened?", answer=answer,
+                    trace={"seconds": 1.0, "input_tokens": 1, "stages": []},
+                    signals={"answer_logprob_mean": -0.5})
+            for example_id, answer in (("a", "Paris"), ("b", "1932"))]
+    (run / "rows.jsonl").write_text("".join(json.dumps(r.to_json()) + "\n" for r in rows))
+    checks = {r.example_id: r.signals["answer_check"] for _, r in bench.load_rows(tmp_path)}
+    assert checks == {"a": 0.0, "b": 1.0}  # a place for "when" fails the type check; a year passes
