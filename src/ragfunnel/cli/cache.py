@@ -1,5 +1,6 @@
 """``ragfunnel cache info|clear``: the on-disk LLM call cache that ``ask``, ``eval`` and ``scale grid`` share,
-and the documents' kept model states (``kv/``)."""
+the documents' kept model states (``kv/``) and the per-document work (``documents/``: chunks, token counts,
+BM25, vectors)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ from ragfunnel.cli.common import Group
 from ragfunnel.llm.cache_paths import cache_dir
 from ragfunnel.llm.call_cache import CALLS_FILE, CacheInfo, CallCache
 from ragfunnel.llm.prefix_store import default_prefix_store
+from ragfunnel.retrieve.document_cache import DIRECTORY, DocumentCache
 
 
 def _path() -> Path:
     return cache_dir() / CALLS_FILE
+
+
+def _documents() -> DocumentCache:
+    """The document cache where ask, eval, serve and mcp keep it (whatever --no-cache said elsewhere)."""
+    return DocumentCache(cache_dir() / DIRECTORY)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -24,7 +31,8 @@ def cache() -> None:
     """The on-disk LLM call cache: a call with the same model weights, prompt, sampling settings, seed and
     number of samples is answered from it. `ask`, `eval` and `scale grid` use it unless given --no-cache;
     it lives in $RAGFUNNEL_CACHE (else ~/.cache/ragfunnel) as calls.sqlite. Beside it, kv/ holds the
-    model states of documents already read (read once, ask many), which --no-cache also bypasses."""
+    model states of documents already read (read once, ask many), and documents/ the work on each document that
+    no question changes (its chunks, their token counts, BM25, MiniLM vectors); --no-cache bypasses both."""
 
 
 @cache.command()
@@ -40,15 +48,20 @@ def info(as_json: bool) -> None:
         calls.close()
     states = default_prefix_store()
     files, size = states.size()
+    documents = _documents().info()
     if as_json:
         click.echo(json.dumps({**asdict(summary), "document_states": {"path": str(states.root), "files": files,
-                                                                      "bytes": size}}, indent=2))
+                                                                      "bytes": size},
+                               "documents": asdict(documents)}, indent=2))
         return
     click.echo(f"{summary.path}: {summary.entries:,} entries, {summary.bytes / 1e6:,.1f} MB")
     for m in summary.models:
         click.echo(f"{m.entries:>10,}  {m.fingerprint}  ({', '.join(m.names)})")
     click.echo(f"{states.root}: {files:,} document states, {size / 1e6:,.1f} MB "
                f"(least recently used dropped past {states.max_bytes / 2**30:.0f} GiB)")
+    click.echo(f"{documents.path}: {documents.entries:,} documents' chunks, token counts, BM25 and vectors, "
+               f"{documents.bytes / 1e6:,.1f} MB "
+               f"(least recently used dropped past {documents.max_bytes / 2**30:g} GiB)")
 
 
 @cache.command()
@@ -56,7 +69,8 @@ def info(as_json: bool) -> None:
               help="Only this model's entries: its spec (bundled:NAME, gguf:PATH as it was given, "
                    "openai:URL#MODEL) or a fingerprint from `ragfunnel cache info`.")
 def clear(model: str | None) -> None:
-    """Delete the cached calls (all of them, or one model's) and, without --model, the document states."""
+    """Delete the cached calls (all of them, or one model's) and, without --model, the document states and the
+    per-document work."""
     path = _path()
     removed = 0
     if path.exists():
@@ -67,3 +81,5 @@ def clear(model: str | None) -> None:
     if model is None:
         states = default_prefix_store()
         click.echo(f"removed {states.clear():,} document states from {states.root}")
+        documents = _documents()
+        click.echo(f"removed {documents.clear():,} documents' work from {documents.root}")

@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
@@ -235,6 +235,13 @@ class LLM(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]: ...
+
+    @property
+    def tokenizer_identity(self) -> str | None:
+        """What decides this model's token counts, for keeping them on disk (None: they are not kept)."""
+        ...
+
     def warm_up(self) -> None: ...
 
     def reset(self) -> None: ...
@@ -368,6 +375,26 @@ class BaseLLM:
             self._token_cache[text] = cached
         return cached
 
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each of ``texts``, as :meth:`count_tokens` counts them; the texts not counted before go to
+        the backend together (:meth:`_count_tokens_many`), so a backend can count a document's chunks in one go."""
+        counts = [self._token_cache.get(t) for t in texts]
+        missing = list(dict.fromkeys(t for t, c in zip(texts, counts, strict=True) if c is None))
+        if missing:
+            fresh = dict(zip(missing, self._count_tokens_many(missing), strict=True))
+            if len(self._token_cache) + len(fresh) > self._TOKEN_CACHE_SIZE:
+                self._token_cache.clear()
+            self._token_cache.update(fresh)
+            counts = [fresh[t] if c is None else c for t, c in zip(texts, counts, strict=True)]
+        return counts
+
+    @property
+    def tokenizer_identity(self) -> str | None:
+        """What decides this model's token counts in a cache key: by default the weights' fingerprint, whose
+        file carries the tokenizer. A backend whose counts a file does not decide (a server) returns None, and
+        its counts are kept in memory only."""
+        return f"{type(self).__name__}:{self.fingerprint}"
+
     def _cached_or_complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         cache = self.call_cache
         if cache is None:
@@ -431,3 +458,7 @@ class BaseLLM:
 
     def _count_tokens(self, text: str) -> int:
         raise NotImplementedError
+
+    def _count_tokens_many(self, texts: list[str]) -> list[int]:
+        """Tokens of each text; a backend that can count several texts at once overrides this."""
+        return [self._count_tokens(t) for t in texts]

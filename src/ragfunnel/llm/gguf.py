@@ -55,6 +55,22 @@ def chat_template(model: Any) -> Any:
     )
 
 
+def token_count(model: Any, text: bytes, *, add_bos: bool = False, special: bool = False) -> int:
+    """How many tokens ``text`` makes under ``model`` (llama-cpp-python's ``LlamaModel``, vocabulary-only or
+    loaded), without writing them out.
+
+    llama.cpp answers a buffer too small for the tokens with the negated count, so a buffer of none counts in one
+    pass. ``LlamaModel.tokenize`` allocates a buffer of the trained context for every call and tokenises a text
+    longer than that twice: counting a book's chunks, or the book, that way costs several times this.
+    """
+    import llama_cpp
+
+    n = llama_cpp.llama_tokenize(model.vocab, text, len(text), None, 0, add_bos, special)
+    if n == -(2**31):  # llama.cpp's INT32_MIN: more tokens than an int32 counts
+        raise ModelError(f"a text of {len(text):,} bytes makes more tokens than llama.cpp can count; split it")
+    return -n if n < 0 else n
+
+
 class GGUFVocab:
     """A GGUF model's vocabulary and metadata, loaded without its weights.
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from ragfunnel.errors import ConfigError, ModelError
 from ragfunnel.llm.base import BaseLLM, Capabilities, cpu_threads, text_sink
-from ragfunnel.llm.gguf import GGUFVocab
+from ragfunnel.llm.gguf import GGUFVocab, token_count
 from ragfunnel.llm.llamacpp_batch import MAX_PARALLEL, answer_logprobs, sample_together
 from ragfunnel.llm.llamacpp_state import KeptPrefixes, mark_held, read_tokens
 from ragfunnel.llm.prefix_store import DiskPrefixStore, MemoryPrefixStore
@@ -179,7 +179,13 @@ class LlamaCppLLM(BaseLLM):
         return self._n_ctx
 
     def _count_tokens(self, text: str) -> int:
-        return len(self._tokenizer().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return self._count_tokens_many([text])[0]
+
+    def _count_tokens_many(self, texts: list[str]) -> list[int]:
+        """Each text counted by llama.cpp without its tokens copied out (:func:`~ragfunnel.llm.gguf.token_count`):
+        the tokenizer is fetched once for all of them, and nothing is allocated per text."""
+        model = self._tokenizer()._model  # llama-cpp-python's LlamaModel: in a loaded Llama and in the vocabulary
+        return [token_count(model, t.encode("utf-8")) for t in texts]
 
     # -- prompts as the model reads them --------------------------------------------------------
 

@@ -110,6 +110,12 @@ class OpenAICompatibleLLM(BaseLLM):
         """
         return f"openai:{','.join(sorted(self.base_urls))}#{self.model}"
 
+    @property
+    def tokenizer_identity(self) -> str | None:
+        """None: a server's counts are not kept on disk. No file decides them, and they may be its own
+        tokenizer's or, where it has no tokenize route, an estimate from the characters."""
+        return None
+
     def set_timeout(self, seconds: float) -> None:
         """Wait up to ``seconds`` for an answer, and give up on a request after 1.5 times that, retries included."""
         if not seconds > 0:

@@ -14,9 +14,10 @@ from ragfunnel.confidence import assess
 from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, prompt_prefix, task_kind
+from ragfunnel.retrieve.document_cache import chunk_tokens, document_chunks
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.retrieve.ranking import question_scores
-from ragfunnel.text import check_context, chunk_words
+from ragfunnel.text import check_context
 from ragfunnel.text.hygiene import clean_text
 from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace, stage_done, stage_started
 
@@ -34,8 +35,9 @@ def check_question(question: str) -> str:
 
 
 def prepare(question: str, context: str, *, words: int) -> tuple[str, list[Chunk]]:
-    """Validate the inputs and cut the context into word windows."""
-    return check_question(question), chunk_words(check_context(context), chunk_words=words)
+    """Validate the inputs and cut the context into word windows (kept per document:
+    :mod:`ragfunnel.retrieve.document_cache`)."""
+    return check_question(question), document_chunks(check_context(context), words=words)
 
 
 def join_chunks(chunks: list[Chunk]) -> str:
@@ -43,7 +45,7 @@ def join_chunks(chunks: list[Chunk]) -> str:
 
 
 def total_tokens(chunks: list[Chunk], llm: LLM) -> int:
-    return sum(llm.count_tokens(c.text) for c in chunks)
+    return sum(chunk_tokens(chunks, llm))
 
 
 def ranked(chunks: list[Chunk], scores: np.ndarray, *, tiebreak: np.ndarray | None = None) -> list[ScoredChunk]:
@@ -56,7 +58,7 @@ def check_budget(chunks: list[Chunk], *, budget: int, llm: LLM) -> list[int]:
 
     Methods call it before any model generates, so a hopeless budget costs nothing.
     """
-    sizes = [llm.count_tokens(c.text) for c in chunks]
+    sizes = chunk_tokens(chunks, llm)
     typical = int(median(sizes))
     words = median(c.n_words for c in chunks)
     if budget < typical / words:  # one word alone overflows: fewer words per chunk cannot help

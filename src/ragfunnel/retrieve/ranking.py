@@ -6,19 +6,23 @@ over the chunks. On 308 long multi-hop and LongBench questions (``benchmarks/evi
 alternatives it was chosen over live: MiniLM alone, reciprocal-rank fusion, neighbour expansion, pseudo-relevance
 feedback) it put the evidence within a 1,500-token budget more often than BM25 alone. Without the ``embed``
 extra it is BM25 alone, with one warning.
+
+What no question changes is kept per document (:mod:`ragfunnel.retrieve.document_cache`): the chunks' BM25 term
+ids, and MiniLM's vectors of the pieces embedded so far, so a later question, in this process or another, embeds
+only pieces no earlier one needed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 from collections import OrderedDict
+from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
 
 from ragfunnel.errors import MissingExtra, ModelError
-from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.retrieve.document_cache import chunk_bm25, kept_vectors, piece_key
 from ragfunnel.retrieve.fusion import max_normalize
 from ragfunnel.text import chunk_words
 from ragfunnel.types import Chunk
@@ -33,7 +37,22 @@ CACHED_PIECES = 16_384  # piece vectors kept per process (6 MB): a second questi
 
 
 def bm25_scores(question: str, chunks: list[Chunk]) -> np.ndarray:
-    return BM25Index([c.text for c in chunks]).score([question])[0]
+    return chunk_bm25(chunks).score([question])[0]
+
+
+def embedder_identity() -> str:
+    """What decides the bundled MiniLM's vectors: its pinned ONNX file and the libraries that run it. Known without
+    loading the model, so kept vectors are found before it loads (and it need not load at all)."""
+    from ragfunnel.retrieve.embed import MiniLMEmbedder
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+
+    return f"{MiniLMEmbedder.spec} {MiniLMEmbedder.identity}, onnxruntime {installed('onnxruntime')}, " \
+           f"tokenizers {installed('tokenizers')}"
 
 
 class PieceVectors:
@@ -44,11 +63,14 @@ class PieceVectors:
         self._capacity = capacity
         self._lock = threading.Lock()
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], *, known: dict[bytes, np.ndarray] | None = None) -> np.ndarray:
+        """The vectors of ``texts``; ``known``: vectors kept elsewhere (by :func:`piece_key`), not embedded again."""
         from ragfunnel.retrieve.embed import bundled_embedder
 
-        keys = [hashlib.sha1(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        keys = [piece_key(t) for t in texts]
         with self._lock:
+            for k, v in (known or {}).items():
+                self._kept.setdefault(k, v)
             missing = {k: i for i, k in enumerate(keys) if k not in self._kept}  # each new text once
         if missing:
             fresh = bundled_embedder().encode([texts[i] for i in missing.values()])
@@ -75,7 +97,12 @@ def dense_scores(question: str, chunks: list[Chunk], *, only: np.ndarray | None 
         for piece in chunk_words(chunks[i].text, chunk_words=DENSE_WINDOW):
             pieces.append(piece.text)
             owner.append(i)
-    vectors = PIECES.encode([question, *pieces])
+    kept = kept_vectors(chunks, embedder_identity())
+    keys = [piece_key(p) for p in pieces]
+    known = kept.get(keys) if kept is not None else {}
+    vectors = PIECES.encode([question, *pieces], known=known)
+    if kept is not None:
+        kept.add({k: v for k, v in zip(keys, vectors[1:], strict=True) if k not in known})
     cosine = (vectors[1:] @ vectors[0]).astype(np.float64)
     best = np.full(len(chunks), -np.inf)
     np.maximum.at(best, np.asarray(owner, dtype=np.int64), cosine)

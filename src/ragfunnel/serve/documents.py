@@ -24,11 +24,11 @@ from ragfunnel.errors import InputError, RagfunnelError
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import join_chunks
 from ragfunnel.prompts import prompt_prefix
-from ragfunnel.retrieve.bm25 import BM25Index
+from ragfunnel.retrieve.document_cache import chunk_bm25, document_chunks
 from ragfunnel.retrieve.fusion import max_normalize
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context
-from ragfunnel.text.chunking import CHUNK_WORDS, chunk_words
+from ragfunnel.text.chunking import CHUNK_WORDS
 from ragfunnel.types import Citation, Prediction
 
 DEFAULT_CHUNK_WORDS = CHUNK_WORDS  # the methods' default: the prefill must read the text exactly as they will
@@ -125,7 +125,7 @@ def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None
     """Have each model read ``doc`` once and keep the state, exactly as the methods' prompts will begin:
     the light model as FB-RAG drafts from a whole document (its chunks joined), the strong model as
     long context reads it (the text as given). ``auto`` then sees both models holding the document."""
-    readings = {"light": (light, join_chunks(chunk_words(doc.text, chunk_words=DEFAULT_CHUNK_WORDS))),
+    readings = {"light": (light, join_chunks(document_chunks(doc.text, words=DEFAULT_CHUNK_WORDS))),
                 "strong": (strong, doc.text)}
     try:
         for role, (model, context) in readings.items():
@@ -149,10 +149,10 @@ def chunk_view(located: LocatedContext, prediction: Prediction, *, question: str
     over the drafts, max-normalised; None without drafts), whether the answering model read it, and where
     it lies (file, page or chapter)."""
     size = chunk_words_ or DEFAULT_CHUNK_WORDS
-    chunks = chunk_words(located.text, chunk_words=size)
+    chunks = document_chunks(located.text, words=size)
     if not chunks:
         raise InputError("the document has no words")
-    index = BM25Index([c.text for c in chunks])
+    index = chunk_bm25(chunks)
     by_question = max_normalize(question_scores(question, chunks))[0]
     drafts = [f"{s.rationale} {s.answer}" for s in prediction.samples]
     draft_scores = max_normalize(index.score(drafts)).max(axis=0) if drafts else None
