@@ -19,6 +19,11 @@ earned it (:meth:`~ragfunnel.confidence.calibration.CalibrationFile.earned`) nev
 trace's first stage, ``choose``, records the plan; ``escalate`` records every rung with its
 confidence and seconds, and why the climb stopped.
 
+The answer kept is then checked against its question (:mod:`ragfunnel.methods.reask`): one that cannot
+fit it (a country for *when*, the question's own words) is asked for once more over the same passages,
+with what is wanted said; ``escalate``'s ``reask`` records the failed check, the new answer and whether it
+was kept. ``reask=False`` turns that off.
+
 One rule goes beyond "cheapest now": a document asked about again and again should be read once.
 A ledger remembers the seconds spent answering questions about each document (by its SHA-256);
 once they reach what reading it whole with the strong model costs, ``auto`` reads it (LC) —
@@ -44,12 +49,14 @@ from ragfunnel.errors import ConfigError, RagfunnelError, option
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.speed import SpeedProfile, speed_of
-from ragfunnel.methods.base import WINDOW_MARGIN, check_budget, join_chunks, prepare, total_tokens
+from ragfunnel.methods.base import WINDOW_MARGIN, check_budget, check_question, join_chunks, prepare, total_tokens
 from ragfunnel.methods.config import AnswerConfig, AutoConfig, FBConfig, RetrievalConfig
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
+from ragfunnel.methods.reask import reask
 from ragfunnel.prompts import answer_tokens, build_prompt, prompt_prefix
+from ragfunnel.retrieve.document_cache import text_tokens
 from ragfunnel.types import Prediction, StageTrace, Trace, stage_detail, stage_done
 
 log = logging.getLogger(__name__)
@@ -180,8 +187,10 @@ class Auto:
         whole = total_tokens(chunks, strong)
         plain = overhead(strong, "plain")
 
-        lc_prompt = strong.count_tokens(context) + plain
-        lc_kept = kept(strong, prompt_prefix(self.task, context))
+        lc_tokens = text_tokens(context, strong, words=self.config.chunk_words, exact_up_to=strong.context_window)
+        lc_prompt = lc_tokens + plain
+        # A text longer than the window was never kept whole: asking would tokenise all of it again.
+        lc_kept = kept(strong, prompt_prefix(self.task, context)) if lc_tokens <= strong.context_window else 0
         predicted = {"lc": s_strong.read_seconds(lc_prompt - lc_kept, already=lc_kept) + answer}
         final = min(whole, self.fb.budget) + plain
         predicted["op"] = s_strong.read_seconds(final) + answer
@@ -288,9 +297,14 @@ class Auto:
                 if why is not None:
                     stopped = why
                     break
+        escalated = {"rungs": rungs, "answered_by": chosen, "stopped": stopped}
+        if self.config.reask:
+            reread = reask(best, question=check_question(question), task=self.task, llm=resolve(self.strong),
+                           max_tokens=self.max_tokens, choices=choices)
+            best, stages = reread.prediction, stages + reread.stages
+            escalated |= {"reask": reread.record} if reread.record else {}
         LEDGER.add(context, time.perf_counter() - started)
-        stages.append(stage_done(StageTrace(name="escalate", n_in=len(rungs), n_out=1,
-                                            detail={"rungs": rungs, "answered_by": chosen, "stopped": stopped})))
+        stages.append(stage_done(StageTrace(name="escalate", n_in=len(rungs), n_out=1, detail=escalated)))
         return replace(best, method=f"auto:{chosen}", trace=Trace(stages))
 
     def _rung(self, name: str, question: str, context: str, *, choices: list[str] | None,

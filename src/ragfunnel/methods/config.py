@@ -261,6 +261,9 @@ class AutoConfig(DraftingConfig):
     prefer: Prefer = setting(
         "balanced", "auto: how far to climb past op while the answer is unsupported: speed and balanced (never), "
                     "quality (to fb, then lc).")
+    reask: bool = setting(True, "auto: when the answer cannot fit its question (no date for 'when', only the "
+                                "question's own words, neither option of 'A or B?'), ask once more over the same "
+                                "passages, saying what is wanted.")
 
 
 @dataclass(frozen=True)
