@@ -3,7 +3,8 @@
 For every right answer (token F1 >= 0.5, LongBench's own score >= 0.5) of a run written by
 ``benchmarks/confidence.py``, the chunks the method read are cited again from the question's context, as
 ``ask`` and ``serve`` cite them (:func:`ragfunnel.documents.cite`), and compared with citing every chunk read
-(each by its best sentence, whether or not it states the answer: the baseline):
+(each by its best sentence, whether or not it states the answer, even an answer that repeats the question:
+the baseline):
 
 - precision: the share of citations whose quote holds a reference answer (normalised, as ``answer_rank`` finds it);
 - recall: the share of right answers with at least one such citation;
@@ -13,6 +14,7 @@ Only short answers are scored (a reference of more than five words is seldom quo
 quote holds "yes" or "no").
 
     .venv/bin/python benchmarks/citations.py --run benchmarks/results/default_path
+    .venv/bin/python benchmarks/citations.py --run benchmarks/results/confidence --chunk-words 300
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def measure(run: Path, *, chunk_size: int, context_words: int, debug: bool = Fal
         context = LocatedContext.of_text(example.context)
         for mode in counts:
             if mode == "every_chunk":
-                with mock.patch.object(citations, "states", lambda *a, **k: True):
+                with mock.patch.object(citations.Asked, "stated_by", lambda *a, **k: True):
                     found = cite(prediction, context, example.question)
             else:
                 found = cite(prediction, context, example.question)
