@@ -54,6 +54,11 @@ class RefusedPath(UnreadableFile):
     caller that recovers from a damaged file may still treat this as the user's mistake."""
 
 
+class CannotOpen(RefusedPath):
+    """A path that names something the process may not open or read now (permissions, an I/O error): the
+    file may be fine, so a cache that recovers from damaged files leaves it alone."""
+
+
 class TooDeep(ValueError):
     """JSON nested deeper than allowed; a ValueError, as :class:`json.JSONDecodeError` is."""
 
@@ -126,17 +131,21 @@ def _too_many_digits(raw: str | bytes) -> str:
     return f"{'a number' if field is None else repr(field)} has over {limit:,} digits"
 
 
-def open_regular_file(path: str | Path, *, what: str, fix: str = DAMAGED, max_bytes: int | None = None) -> BinaryIO:
+def open_regular_file(path: str | Path, *, what: str, fix: str = DAMAGED, max_bytes: int | None = None,
+                      follow_symlinks: bool = True) -> BinaryIO:
     """``path`` open for reading in binary, refused unless it is a regular file (of at most ``max_bytes``
-    when given): for a file read as a stream, too long to read whole.
+    when given): for a file read as a stream, too long to read whole. ``follow_symlinks=False`` refuses a
+    symbolic link too (a file a program wrote itself is never one).
 
     Opened without blocking (a FIFO's open waits for a writer) and checked on the open descriptor, so a
     file swapped in between the check and the read is still checked. Raises FileNotFoundError when the
-    file is missing (callers often treat that as "not written yet") and :class:`RefusedPath` otherwise.
+    file is missing (callers often treat that as "not written yet"), :class:`CannotOpen` when it cannot be
+    opened now, and :class:`RefusedPath` otherwise.
     """
     path = Path(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         raise
     except NotADirectoryError as e:  # a file where a folder of the path should be: there is no such file
@@ -145,8 +154,12 @@ def open_regular_file(path: str | Path, *, what: str, fix: str = DAMAGED, max_by
         raise RefusedPath(f"{what} {str(path)!r} holds a NUL character, which no file name can; check the path",
                           "a path holding a NUL character") from None
     except OSError as e:
-        problem = "a symlink loop" if e.errno == errno.ELOOP else f"unreadable ({e.strerror})"
-        raise _refused(RefusedPath, what, path, problem, "check the path and its permissions") from None
+        if e.errno == errno.ELOOP:
+            problem = "a symlink loop" if follow_symlinks else "a symbolic link"
+            raise _refused(RefusedPath, what, path, problem, fix if not follow_symlinks else
+                           "check the path and its permissions") from None
+        raise _refused(CannotOpen, what, path, f"unreadable ({e.strerror})",
+                       "check the path and its permissions") from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -160,11 +173,13 @@ def open_regular_file(path: str | Path, *, what: str, fix: str = DAMAGED, max_by
         raise
 
 
-def read_regular_file(path: str | Path, *, max_bytes: int, what: str, fix: str = DAMAGED) -> bytes:
+def read_regular_file(path: str | Path, *, max_bytes: int, what: str, fix: str = DAMAGED,
+                      follow_symlinks: bool = True) -> bytes:
     """The bytes of ``path``, which must be a regular file of at most ``max_bytes``, opened and checked by
-    :func:`open_regular_file` (FileNotFoundError when missing, :class:`RefusedPath` otherwise)."""
+    :func:`open_regular_file` (FileNotFoundError when missing, :class:`RefusedPath` otherwise; an OSError
+    when the read itself fails)."""
     path = Path(path)
-    with open_regular_file(path, what=what, fix=fix, max_bytes=max_bytes) as file:
+    with open_regular_file(path, what=what, fix=fix, max_bytes=max_bytes, follow_symlinks=follow_symlinks) as file:
         data = _read_up_to(file, max_bytes + 1, expected=os.fstat(file.fileno()).st_size)
     if len(data) > max_bytes:  # grew while being read
         raise _refused(RefusedPath, what, path, f"over the limit of {max_bytes:,} bytes", fix)
@@ -203,11 +218,11 @@ def _read_up_to(file: BinaryIO, limit: int, *, expected: int) -> bytes:
 
 
 def read_json_file(path: str | Path, *, max_bytes: int, what: str, max_depth: int = MAX_JSON_DEPTH,
-                   fix: str = DAMAGED) -> Any:
+                   fix: str = DAMAGED, follow_symlinks: bool = True) -> Any:
     """A JSON file read with :func:`read_regular_file` and parsed with :func:`loads`. Raises
     FileNotFoundError when missing, :class:`UnreadableFile` for anything else wrong with it."""
     path = Path(path)
-    data = read_regular_file(path, max_bytes=max_bytes, what=what, fix=fix)
+    data = read_regular_file(path, max_bytes=max_bytes, what=what, fix=fix, follow_symlinks=follow_symlinks)
     try:
         return loads(data.decode("utf-8"), max_depth=max_depth)
     except ValueError as e:

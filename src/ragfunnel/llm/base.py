@@ -390,10 +390,11 @@ class BaseLLM:
 
     @property
     def tokenizer_identity(self) -> str | None:
-        """What decides this model's token counts in a cache key: by default the weights' fingerprint, whose
-        file carries the tokenizer. A backend whose counts a file does not decide (a server) returns None, and
-        its counts are kept in memory only."""
-        return f"{type(self).__name__}:{self.fingerprint}"
+        """What decides this model's token counts, for keeping them on disk: None by default, and they are kept
+        in memory only. A fingerprint is not enough (a backend's default one is its class and name, not its
+        weights): a backend whose counts a file and a library decide names both (llama.cpp: its version and the
+        GGUF file's SHA-256)."""
+        return None
 
     def _cached_or_complete(self, prompt: str, params: SamplingParams, n: int) -> list[Completion]:
         cache = self.call_cache

@@ -100,5 +100,9 @@ class GGUFVocab:
     def tokenize(self, text: bytes, *, add_bos: bool, special: bool) -> list[int]:
         return self._model.tokenize(text, add_bos=add_bos, special=special)
 
+    def count_tokens(self, text: bytes) -> int:
+        """How many tokens ``text`` makes (no BOS, special tokens as text), without writing them out."""
+        return token_count(self._model, text)
+
     def close(self) -> None:
         self._model.close()

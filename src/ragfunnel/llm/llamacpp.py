@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ragfunnel.errors import ConfigError, ModelError
+from ragfunnel.errors import ConfigError, MissingExtra, ModelError
 from ragfunnel.llm.base import BaseLLM, Capabilities, cpu_threads, text_sink
 from ragfunnel.llm.gguf import GGUFVocab, token_count
 from ragfunnel.llm.llamacpp_batch import MAX_PARALLEL, answer_logprobs, sample_together
@@ -184,8 +184,21 @@ class LlamaCppLLM(BaseLLM):
     def _count_tokens_many(self, texts: list[str]) -> list[int]:
         """Each text counted by llama.cpp without its tokens copied out (:func:`~ragfunnel.llm.gguf.token_count`):
         the tokenizer is fetched once for all of them, and nothing is allocated per text."""
-        model = self._tokenizer()._model  # llama-cpp-python's LlamaModel: in a loaded Llama and in the vocabulary
+        tokenizer = self._tokenizer()
+        if isinstance(tokenizer, GGUFVocab):
+            return [tokenizer.count_tokens(t.encode("utf-8")) for t in texts]
+        model = tokenizer._model  # llama-cpp-python's Llama keeps the LlamaModel it tokenizes with there
         return [token_count(model, t.encode("utf-8")) for t in texts]
+
+    @property
+    def tokenizer_identity(self) -> str:
+        """llama.cpp's version and the GGUF file's SHA-256: the file carries the vocabulary, the library the
+        tokenizer that reads it."""
+        try:
+            import llama_cpp
+        except ImportError:
+            raise MissingExtra("llama_cpp", "llamacpp") from None
+        return f"llama.cpp {llama_cpp.__version__}:{self.fingerprint}"
 
     # -- prompts as the model reads them --------------------------------------------------------
 

@@ -168,7 +168,12 @@ class Auto:
     def plan(self, question: str, context: str, *, choices: list[str] | None = None,
              speeds: dict[str, SpeedProfile] | None = None) -> Plan:
         """Predict every candidate's seconds for this input and choose (``speeds``: model name -> profile)."""
-        question, chunks = prepare(question, context, words=self.config.chunk_words)
+        from ragfunnel.retrieve.document_cache import document_chunks
+        from ragfunnel.text import check_context
+
+        # prepare()'s steps, keeping the checked text: the whole-text count must find the chunks' entry.
+        question, checked = check_question(question), check_context(context)
+        chunks = document_chunks(checked, words=self.config.chunk_words)
         light, strong = resolve(self.light), resolve(self.strong)
         check_budget(chunks, budget=self.fb.budget, llm=strong)
 
@@ -187,7 +192,7 @@ class Auto:
         whole = total_tokens(chunks, strong)
         plain = overhead(strong, "plain")
 
-        lc_tokens = text_tokens(context, strong, words=self.config.chunk_words, exact_up_to=strong.context_window)
+        lc_tokens = text_tokens(checked, strong, words=self.config.chunk_words, exact_up_to=strong.context_window)
         lc_prompt = lc_tokens + plain
         # A text longer than the window was never kept whole: asking would tokenise all of it again.
         lc_kept = kept(strong, prompt_prefix(self.task, context)) if lc_tokens <= strong.context_window else 0
@@ -207,7 +212,7 @@ class Auto:
                                + s_light.write_seconds(draft_tokens, sequences=self.config.samples)
                                + predicted["op"])
         predicted = {k: round(v, 2) for k, v in predicted.items()}
-        plan = self._choose(predicted, spent=LEDGER.spent(context), lc_warm=lc_kept > 0)
+        plan = self._choose(predicted, spent=LEDGER.spent(checked), lc_warm=lc_kept > 0)
         # Rungs that cannot add anything: FB-RAG over a context within its budget answers as OP-RAG
         # does, and LC over a text beyond the window would read it cut.
         useless = {"fb"} if whole <= self.fb.budget else set()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,11 @@ SPLIT = rf"(?u)\b\w\w+\b|{HAN_CHARACTER}"
 # bm25s needs at least one term per document; an all-stopword text holds this one. It is not a
 # \w character, so no query can ever match it.
 PLACEHOLDER = "\u2400"
+
+
+# The one tokenizer is reset and grown by every call of tokenize_ids: two threads interleaving would number
+# each other's terms (chunks being indexed, a query being scored), and the document cache keeps those ids.
+_TOKENIZER_LOCK = threading.Lock()
 
 
 @lru_cache(maxsize=1)
@@ -120,6 +126,7 @@ class TokenIds:
 TOKENISER_FILE = "tokeniser.txt"
 
 
+@lru_cache(maxsize=1)
 def tokeniser_identity() -> str:
     """What decides the terms of a text: the versions of bm25s and the stemmer, and whether jieba cuts Chinese
     (without it, Han text is cut into character pairs). Terms made under another identity do not mix."""
@@ -174,16 +181,18 @@ def _starts(lengths: np.ndarray) -> np.ndarray:
 
 
 def tokenize_ids(texts: Iterable[str]) -> TokenIds:
-    """Tokenise texts into one flat array of term ids, with a fresh vocabulary of their terms."""
-    tok = _tokenizer()
-    tok.reset_vocab()
+    """Tokenise texts into one flat array of term ids, with a fresh vocabulary of their terms (one call at a
+    time in a process: the tokenizer is shared)."""
     ids, lengths = array("i"), array("q")
-    # allow_empty=False: an all-stopword text yields no ids, rather than bm25s's "" term.
-    for row in tok.streaming_tokenize(map(words_for_search, texts), update_vocab=True, allow_empty=False):
-        ids.extend(row)
-        lengths.append(len(row))
-    return TokenIds(np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64),
-                    dict(tok.get_vocab_dict()))
+    with _TOKENIZER_LOCK:
+        tok = _tokenizer()
+        tok.reset_vocab()
+        # allow_empty=False: an all-stopword text yields no ids, rather than bm25s's "" term.
+        for row in tok.streaming_tokenize(map(words_for_search, texts), update_vocab=True, allow_empty=False):
+            ids.extend(row)
+            lengths.append(len(row))
+        vocab = dict(tok.get_vocab_dict())
+    return TokenIds(np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, dtype=np.int64), vocab)
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:

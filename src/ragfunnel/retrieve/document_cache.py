@@ -11,29 +11,36 @@ words, the chunks' ``doc_id`` and the text's own SHA-256. It lives in ``cache_di
 - ``meta.json``: the chunks, as character spans of the text and their word counts (the text is not kept: the
   caller has it, and the key proves it is the same text);
 - ``tokens-<id>.npy``: each chunk's token count under one tokenizer and, last, the whole text's (-1: not
-  counted yet); ``<id>`` hashes the model's ``tokenizer_identity`` (its weights' SHA-256, which carry the
-  tokenizer), so each tokenizer used has its own file;
+  counted yet); ``<id>`` hashes the model's ``tokenizer_identity`` (for llama.cpp, its version and the GGUF
+  file's SHA-256), so each tokenizer used has its own file. A model without one (a server, a test's fake)
+  keeps its counts in memory only;
 - ``bm25-<id>.npz``: the chunks' BM25 term ids (ids, lengths, terms), for the BM25 tokeniser's identity
   (:func:`ragfunnel.retrieve.bm25.tokeniser_identity`);
 - ``vectors-<id>.npz``: an embedder's vectors of the pieces embedded so far, by each piece's SHA-1, for the
   embedder's identity: added to, never recomputed.
 
-Each file is written whole or not at all (:mod:`ragfunnel.atomic`) and holds what its name and the entry's key
-decide, so two processes writing one entry write the same bytes (for vectors, the last writer's set) and a reader
-never sees a torn file, or parts that disagree. Files are read within bounds (:mod:`ragfunnel.bounded`), arrays
-without pickle.
+Each file is written whole or not at all (:mod:`ragfunnel.atomic`), so a reader never sees a torn file.
+``meta.json`` and ``bm25-*.npz`` hold what their name and the entry's key decide: two processes writing one
+write the same bytes. ``tokens-*.npy`` and ``vectors-*.npz`` grow: each write merges what this process has with
+the file on disk just before, so a count or vector another process wrote between that read and the rename can
+be lost, and is then computed again later; a count or vector is never wrong. The code that cuts chunks and
+makes BM25 terms is pinned by a test to :data:`FORMAT`.
 
-The entries stay within ``max_bytes`` together: past it, the least recently used (by when their ``meta.json``
-was last read or written) are removed. An entry that does not parse or check out is removed with one warning and
-rebuilt; one from another format or version is never found, its key differs. A cache directory that cannot be
-written (read-only, full) costs one warning per process, and answers come as they would without it. With the disk
-caches off (``--no-cache``, :func:`ragfunnel.llm.set_disk_caches`) nothing is read or written; the last few
-documents' parts are kept in memory either way.
+Files are read within bounds (:mod:`ragfunnel.bounded`), each part by the size its entry allows, never through a
+symbolic link, and arrays are parsed here (no pickle, and a header is checked against the bytes that follow it
+before anything is allocated). The entries stay within ``max_bytes`` together: past it, the least recently used
+(by when their ``meta.json`` was last read or written) are removed. A part that does not parse or check out is
+removed with one warning and computed again (a ``meta.json``: the whole entry); one from another format or
+version is never found, its key differs. A cache directory that cannot be written (read-only, full) or read, or
+a cache dir setting that names a file, costs one warning per process, and answers come as they would without
+it. With the disk caches off (``--no-cache``, :func:`ragfunnel.llm.set_disk_caches`) nothing is read or written;
+the last few documents' parts are kept in memory either way.
 
 :func:`document_chunks` returns a fresh list of an entry's :class:`~ragfunnel.types.Chunk` objects; the functions
 given chunks (:func:`chunk_tokens`, :func:`chunk_bm25`, :func:`kept_vectors`) find the entry by those objects'
 identity, so a list that is not a document's chunks in order (a selection, another chunking) is worked on as
-without the cache. Results are the same with and without it: the same chunks, counts, BM25 scores and vectors.
+without the cache. Results are the same with and without it, whatever it holds: the same chunks, counts, BM25
+scores and vectors, and the same whole-text count for auto's plan (:meth:`DocumentCache.text_tokens`).
 """
 
 from __future__ import annotations
@@ -43,10 +50,13 @@ import hashlib
 import io
 import json
 import logging
+import math
 import os
 import secrets
 import shutil
+import stat
 import threading
+import zipfile
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +64,8 @@ from pathlib import Path
 import numpy as np
 
 from ragfunnel.atomic import write_atomic
-from ragfunnel.bounded import RefusedPath, UnreadableFile, read_json_file, read_regular_file
+from ragfunnel.bounded import CannotOpen, RefusedPath, UnreadableFile, read_json_file, read_regular_file
+from ragfunnel.errors import ConfigError
 from ragfunnel.llm.base import LLM
 from ragfunnel.retrieve.bm25 import BM25Index, TokenIds, index_token_ids, tokeniser_identity, tokenize_ids
 from ragfunnel.text.chunking import CHUNK_WORDS, chunk_words
@@ -73,6 +84,9 @@ PIECE_KEY_BYTES = 20  # SHA-1 of a piece's text, as the in-process vectors are k
 # between them, a first word read with the space before it): within this many tokens per boundary.
 BOUNDARY_TOKENS = 2
 _HEX = frozenset("0123456789abcdef")
+# Bytes a part may hold beyond its arrays' data: an .npy header (ours are 128), a zip's headers and directory.
+_NPY_HEADER = 4096
+_ZIP_OVERHEAD = 1024
 
 
 def text_digest(text: str) -> str:
@@ -105,10 +119,15 @@ class _Entry:
     key: str
     chunks: tuple[Chunk, ...]
     boundaries: int  # places a whole-text count may differ from the chunks' sum (see BOUNDARY_TOKENS)
+    chars: int  # the text's length, which bounds what its parts' files may hold
     tokens: dict[str, np.ndarray] = field(default_factory=dict)  # part id -> counts, the whole text's last
     bm25: dict[str, BM25Index] = field(default_factory=dict)
     vectors: dict[str, dict[bytes, np.ndarray]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def words(self) -> int:
+        return sum(c.n_words for c in self.chunks)
 
 
 class Damaged(Exception):
@@ -128,11 +147,20 @@ class DocumentCache:
         self._lock = threading.Lock()
         self._unwritable: Path | None = None  # a root that could not be written: not tried again
         self._warned_unreadable = False
+        self._warned_no_root = False
 
     @property
     def root(self) -> Path | None:
-        """Where entries are kept now (None: in memory only)."""
-        return self._root if self._root is not None else default_root()
+        """Where entries are kept now (None: in memory only, as when the cache dir setting names a file)."""
+        if self._root is not None:
+            return self._root
+        try:
+            return default_root()
+        except ConfigError as e:
+            if not self._warned_no_root:
+                self._warned_no_root = True
+                log.warning("%s; keeping document work in memory only", e)
+            return None
 
     # -- what methods ask for -----------------------------------------------------------------------
 
@@ -144,48 +172,38 @@ class DocumentCache:
     def chunk_tokens(self, chunks: list[Chunk], llm: LLM) -> list[int]:
         """Each chunk's tokens under ``llm``'s tokenizer; the chunks not counted before are counted together."""
         entry = self._entry_of(chunks)
-        identity = llm.tokenizer_identity
-        if entry is None or identity is None:
+        if entry is None:
             return llm.count_tokens_many([c.text for c in chunks])
-        name = f"tokens-{part_id(identity)}.npy"
-        with entry.lock:
-            counts = self._tokens(entry, name)
-            missing = np.flatnonzero(counts[:-1] < 0)
-            if missing.size:
-                counts = counts.copy()
-                counts[missing] = llm.count_tokens_many([entry.chunks[i].text for i in missing.tolist()])
-                entry.tokens[name] = counts
-                self._write_array(entry.key, name, counts)
-            return counts[:-1].tolist()
+        return self._chunk_counts(entry, llm)
 
     def text_tokens(self, text: str, llm: LLM, *, words: int = CHUNK_WORDS, exact_up_to: int | None = None) -> int:
         """The whole text's tokens under ``llm``'s tokenizer.
 
-        Exact when kept, or when ``exact_up_to`` is None or the text may hold that many tokens or fewer. Past
-        it (a book, where the caller only needs to know it is long), it is the sum of the chunks' counts (which
-        are needed anyway, and kept) plus one token for each place the chunks meet across more than one space:
-        within :data:`BOUNDARY_TOKENS` of the exact count at each place the chunks meet, and only returned when
-        even that error leaves it past ``exact_up_to``.
+        Exact when ``exact_up_to`` is None or the text may hold that many tokens or fewer. Past it (a book, where
+        the caller only needs to know it is long), it is the sum of the chunks' counts (which are needed anyway,
+        and kept) plus one token for each place the chunks meet across more than one space: within
+        :data:`BOUNDARY_TOKENS` of the exact count at each place the chunks meet, and only returned when even
+        that error leaves it past ``exact_up_to``. The estimate is tested before any kept exact count is looked
+        at, so the answer is the same whatever the cache holds.
         """
         entry = self._entry(text, words=words)
-        identity = llm.tokenizer_identity
-        name = None if identity is None else f"tokens-{part_id(identity)}.npy"
-        if name is not None:
-            with entry.lock:
-                kept = int(self._tokens(entry, name)[-1])
-            if kept >= 0:
-                return kept
         if exact_up_to is not None:
-            estimate = sum(self.chunk_tokens(list(entry.chunks), llm)) + entry.boundaries
+            estimate = sum(self._chunk_counts(entry, llm)) + entry.boundaries
             if estimate - BOUNDARY_TOKENS * (len(entry.chunks) + 1) > exact_up_to:
                 return estimate
+        identity = llm.tokenizer_identity
+        if identity is None:
+            return llm.count_tokens(text)
+        name = f"tokens-{part_id(identity)}.npy"
+        with entry.lock:
+            kept = int(self._tokens(entry, name)[-1])
+        if kept >= 0:
+            return kept
         exact = llm.count_tokens(text)
-        if name is not None:
-            with entry.lock:
-                counts = self._tokens(entry, name).copy()
-                counts[-1] = exact
-                entry.tokens[name] = counts
-                self._write_array(entry.key, name, counts)
+        with entry.lock:
+            counts = self._tokens(entry, name).copy()
+            counts[-1] = exact
+            self._keep_counts(entry, name, counts)
         return exact
 
     def chunk_bm25(self, chunks: list[Chunk]) -> BM25Index:
@@ -204,11 +222,11 @@ class DocumentCache:
                 entry.bm25[name] = index_token_ids(tokens)
             return entry.bm25[name]
 
-    def kept_vectors(self, chunks: list[Chunk], embedder: str) -> KeptVectors | None:
-        """The vectors ``embedder`` (its identity) made of the pieces of ``chunks``' document so far, to read
-        and add to; None when ``chunks`` are not a document's chunks."""
+    def kept_vectors(self, chunks: list[Chunk], embedder: str, *, width: int) -> KeptVectors | None:
+        """The vectors ``embedder`` (its identity; vectors of ``width`` numbers) made of the pieces of ``chunks``'
+        document so far, to read and add to; None when ``chunks`` are not a document's chunks."""
         entry = self._entry_of(chunks)
-        return None if entry is None else KeptVectors(self, entry, f"vectors-{part_id(embedder)}.npz")
+        return None if entry is None else KeptVectors(self, entry, f"vectors-{part_id(embedder)}.npz", width)
 
     # -- what `ragfunnel cache` asks for ---------------------------------------------------------
 
@@ -244,7 +262,7 @@ class DocumentCache:
             entry = self._read_entry(key, text, words=words, doc_id=doc_id)
             if entry is None:
                 chunks = chunk_words(text, chunk_words=words, doc_id=doc_id)
-                entry = _Entry(key, tuple(chunks), _boundaries(text, chunks))
+                entry = _Entry(key, tuple(chunks), _boundaries(text, chunks), len(text))
                 self._write(key, META, json.dumps(_meta(key, text, words, doc_id, chunks)).encode())
             with self._lock:
                 entry = self._memory.setdefault(key, entry)  # another thread's, if it was first
@@ -272,34 +290,80 @@ class DocumentCache:
         root = self.root
         if root is None:
             return None
+        directory = root / key
+        if directory.is_symlink():
+            self._damaged(directory, "a symbolic link, not a directory ragfunnel wrote")
+            return None
         try:
-            meta = read_json_file(root / key / META, max_bytes=self.max_bytes, what="document cache entry")
+            meta = read_json_file(directory / META, max_bytes=min(self.max_bytes, _meta_bytes(text, words, doc_id)),
+                                  what="document cache entry", follow_symlinks=False)
             chunks = _chunks_from(meta, key, text, words=words, doc_id=doc_id)
         except FileNotFoundError:
             return None
-        except OtherVersion:
+        except CannotOpen as e:
+            self._cannot_read(root, e.problem)
             return None
-        except (UnreadableFile, Damaged) as e:
-            if isinstance(e, RefusedPath) and e.problem.startswith("unreadable"):
-                self._cannot_read(root, e.problem)
-                return None
-            self._damaged(root / key, getattr(e, "problem", None) or str(e))
+        except UnreadableFile as e:
+            self._damaged(directory, e.problem)
+            return None
+        except Damaged as e:
+            self._damaged(directory, str(e))
+            return None
+        except OSError as e:  # the read itself failed (an I/O error): the entry may be fine
+            self._cannot_read(root, e.strerror or str(e))
             return None
         self._touch(key)
-        return _Entry(key, tuple(chunks), _boundaries(text, chunks))
+        return _Entry(key, tuple(chunks), _boundaries(text, chunks), len(text))
+
+    def _chunk_counts(self, entry: _Entry, llm: LLM) -> list[int]:
+        """Each of the entry's chunks' tokens under ``llm``, counted once and kept where ``llm`` says what decides
+        its counts."""
+        identity = llm.tokenizer_identity
+        if identity is None:
+            return llm.count_tokens_many([c.text for c in entry.chunks])
+        name = f"tokens-{part_id(identity)}.npy"
+        with entry.lock:
+            counts = self._tokens(entry, name)
+            missing = np.flatnonzero(counts[:-1] < 0)
+            if missing.size:
+                counts = counts.copy()
+                counts[missing] = llm.count_tokens_many([entry.chunks[i].text for i in missing.tolist()])
+                counts = self._keep_counts(entry, name, counts)
+            return counts[:-1].tolist()
 
     def _tokens(self, entry: _Entry, name: str) -> np.ndarray:
         """The entry's counts in ``name`` (memory, then disk; -1 where not counted). Called holding entry.lock."""
         counts = entry.tokens.get(name)
         if counts is None:
-            counts = self._read_array(entry, name, _check_tokens)
+            counts = self._read_counts(entry, name)
             if counts is None:
                 counts = np.full(len(entry.chunks) + 1, -1, dtype=np.int64)
             entry.tokens[name] = counts
         return counts
 
+    def _keep_counts(self, entry: _Entry, name: str, counts: np.ndarray) -> np.ndarray:
+        """Keep ``counts``, with those another process wrote meanwhile, in memory and on disk; returns them.
+        Called holding entry.lock."""
+        on_disk = self._read_counts(entry, name)
+        if on_disk is not None:
+            counts = np.where(counts >= 0, counts, on_disk)
+        entry.tokens[name] = counts
+        buffer = io.BytesIO()
+        np.save(buffer, counts, allow_pickle=False)
+        self._write(entry.key, name, buffer.getvalue())
+        return counts
+
+    def _read_counts(self, entry: _Entry, name: str) -> np.ndarray | None:
+        n = len(entry.chunks)
+        arrays = self._read_arrays(entry, name, lambda a: _check_tokens(a, n), max_bytes=_NPY_HEADER + 8 * (n + 1))
+        return None if arrays is None else arrays["array"]
+
     def _read_term_ids(self, entry: _Entry, name: str) -> TokenIds | None:
-        arrays = self._read_arrays(entry, name, _check_term_ids)
+        n = len(entry.chunks)
+        # At most one term per character of the text as searched (Chinese cut into words gains spaces): ids,
+        # and terms of up to 4 UTF-8 bytes each.
+        bound = 3 * (_NPY_HEADER + _ZIP_OVERHEAD) + 8 * n + 16 * entry.chars
+        arrays = self._read_arrays(entry, name, lambda a: _check_term_ids(a, n), max_bytes=bound)
         if arrays is None:
             return None
         terms = arrays["terms"].tobytes().decode("utf-8").split("\n") if arrays["terms"].size else []
@@ -307,43 +371,38 @@ class DocumentCache:
 
     # -- files --------------------------------------------------------------------------------------
 
-    def _read_array(self, entry: _Entry, name: str, check) -> np.ndarray | None:
-        arrays = self._read_arrays(entry, name, check)
-        return None if arrays is None else arrays["array"]
-
-    def _read_arrays(self, entry: _Entry, name: str, check) -> dict[str, np.ndarray] | None:
-        """The arrays of an entry's ``.npy`` (as ``array``) or ``.npz`` file, checked by ``check(arrays, n_chunks)``;
-        None when missing, unreadable or damaged (which removes the entry, with one warning)."""
+    def _read_arrays(self, entry: _Entry, name: str, check, *, max_bytes: int) -> dict[str, np.ndarray] | None:
+        """The arrays of an entry's ``.npy`` (as ``array``) or ``.npz`` file of at most ``max_bytes``, checked by
+        ``check(arrays)``; None when missing, unreadable or damaged (which removes the file, with one warning)."""
         root = self.root
         if root is None:
             return None
-        path = root / entry.key / name
+        directory = root / entry.key
+        path = directory / name
+        if directory.is_symlink():
+            return None  # planted since the entry was read: not followed, and replaced at the next write
         try:
-            data = read_regular_file(path, max_bytes=self.max_bytes, what="document cache file")
-            loaded = np.load(io.BytesIO(data), allow_pickle=False)
-            if isinstance(loaded, np.ndarray):
-                arrays = {"array": loaded}
-            else:
-                with loaded:
-                    arrays = {k: loaded[k] for k in loaded.files}
-            check(arrays, len(entry.chunks))
+            data = read_regular_file(path, max_bytes=min(max_bytes, self.max_bytes), what="document cache file",
+                                     follow_symlinks=False)
         except FileNotFoundError:
             return None
-        except RefusedPath as e:
-            if e.problem.startswith("unreadable"):
-                self._cannot_read(root, e.problem)
-            else:
-                self._damaged_file(path, e.problem)
+        except CannotOpen as e:
+            self._cannot_read(root, e.problem)
             return None
-        except (ValueError, OSError, EOFError, KeyError, Damaged) as e:  # numpy's and zipfile's ways of saying so
-            self._damaged_file(path, str(e))
+        except RefusedPath as e:
+            self._damaged_file(path, e.problem)
+            return None
+        except OSError as e:  # the read itself failed (an I/O error): the file may be fine
+            self._cannot_read(root, e.strerror or str(e))
+            return None
+        try:
+            arrays = _load_arrays(data, npz=name.endswith(".npz"))
+            check(arrays)
+        except Exception as e:  # whatever a damaged file makes numpy or zipfile raise (BadZipFile, zlib.error,
+            # MemoryError...): never the caller's problem
+            self._damaged_file(path, str(e) or type(e).__name__)
             return None
         return arrays
-
-    def _write_array(self, key: str, name: str, array: np.ndarray) -> None:
-        buffer = io.BytesIO()
-        np.save(buffer, array, allow_pickle=False)
-        self._write(key, name, buffer.getvalue())
 
     def _write(self, key: str, name: str, data: bytes) -> None:
         """Replace one file of an entry whole; a root that cannot be written is reported once and left alone."""
@@ -353,7 +412,7 @@ class DocumentCache:
         directory = root / key
         for attempt in range(2):
             try:
-                directory.mkdir(parents=True, exist_ok=True)
+                _entry_directory(directory)
                 write_atomic(directory / name, data)
                 break
             except FileNotFoundError:  # another process removed the entry meanwhile: make it again, once
@@ -374,7 +433,7 @@ class DocumentCache:
         if root is None or root == self._unwritable:
             return
         try:
-            os.utime(root / key / META)
+            os.utime(root / key / META, follow_symlinks=False)
         except OSError:
             pass  # removed meanwhile, or a read-only directory: the order is only a preference
 
@@ -412,8 +471,8 @@ class DocumentCache:
 class KeptVectors:
     """One embedder's vectors of one document's pieces, by the SHA-1 of each piece's text (:func:`piece_key`)."""
 
-    def __init__(self, cache: DocumentCache, entry: _Entry, name: str):
-        self._cache, self._entry, self._name = cache, entry, name
+    def __init__(self, cache: DocumentCache, entry: _Entry, name: str, width: int):
+        self._cache, self._entry, self._name, self._width = cache, entry, name, width
 
     def get(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         """The kept vectors among ``keys``."""
@@ -426,11 +485,12 @@ class KeptVectors:
         if not vectors:
             return
         with self._entry.lock:
-            kept = {**self._kept(), **(self._read() or {}), **vectors}
-            self._entry.vectors[self._name] = kept
+            kept = self._kept()
+            for k, v in (self._read() or {}).items():
+                kept.setdefault(k, v)
+            kept.update((k, np.array(v, dtype=np.float32)) for k, v in vectors.items())
             keys = np.frombuffer(b"".join(kept), dtype=np.uint8).reshape(len(kept), PIECE_KEY_BYTES)
-            self._cache._write(self._entry.key, self._name,
-                               _npz(keys=keys, vectors=np.stack(list(kept.values())).astype(np.float32)))
+            self._cache._write(self._entry.key, self._name, _npz(keys=keys, vectors=np.stack(list(kept.values()))))
 
     def _kept(self) -> dict[bytes, np.ndarray]:
         kept = self._entry.vectors.get(self._name)
@@ -439,18 +499,18 @@ class KeptVectors:
         return kept
 
     def _read(self) -> dict[bytes, np.ndarray] | None:
-        arrays = self._cache._read_arrays(self._entry, self._name, _check_vectors)
+        # At most one piece per word of the document, each a key and a vector.
+        bound = 2 * (_NPY_HEADER + _ZIP_OVERHEAD) + self._entry.words * (PIECE_KEY_BYTES + 4 * self._width)
+        arrays = self._cache._read_arrays(self._entry, self._name, lambda a: _check_vectors(a, self._width),
+                                          max_bytes=bound)
         if arrays is None:
             return None
-        return {bytes(k): v for k, v in zip(arrays["keys"], arrays["vectors"], strict=True)}
+        # Each row a copy of its own: a view would keep the whole file's array alive for as long as one row is.
+        return {bytes(k): np.array(v) for k, v in zip(arrays["keys"], arrays["vectors"], strict=True)}
 
 
 def piece_key(text: str) -> bytes:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).digest()
-
-
-class OtherVersion(Exception):
-    """An entry written by another format or version of ragfunnel: not read, written over."""
 
 
 def _meta(key: str, text: str, words: int, doc_id: str, chunks: list[Chunk]) -> dict:
@@ -459,16 +519,20 @@ def _meta(key: str, text: str, words: int, doc_id: str, chunks: list[Chunk]) -> 
             "chars": len(text), "chunk_words": words, "doc_id": doc_id, "spans": spans}
 
 
+def _meta_bytes(text: str, words: int, doc_id: str) -> int:
+    """The most a ``meta.json`` of ``text`` can hold: at most a chunk per character, each three numbers."""
+    per_chunk = 2 * (len(str(len(text))) + 2) + len(str(words)) + 2
+    return 1024 + 6 * len(doc_id) + per_chunk * (len(text) + 1)
+
+
 def _chunks_from(meta: object, key: str, text: str, *, words: int, doc_id: str) -> list[Chunk]:
-    """The chunks a ``meta.json`` describes, each checked against ``text``; Damaged or OtherVersion otherwise."""
+    """The chunks a ``meta.json`` describes, each checked against ``text``; Damaged otherwise."""
     if not isinstance(meta, dict):
         raise Damaged("not a JSON object")
-    if meta.get("format") != FORMAT or meta.get("version") != __version__:
-        raise OtherVersion()
-    if meta.get("key") != key or meta.get("text_sha256") != text_digest(text) or meta.get("chars") != len(text):
-        raise Damaged("it describes another text")
-    if meta.get("chunk_words") != words or meta.get("doc_id") != doc_id:
-        raise Damaged("it describes another chunking")
+    written_for = (meta.get("format"), meta.get("version"), meta.get("key"), meta.get("text_sha256"),
+                   meta.get("chars"), meta.get("chunk_words"), meta.get("doc_id"))
+    if written_for != (FORMAT, __version__, key, text_digest(text), len(text), words, doc_id):
+        raise Damaged("it describes another text, chunking or version than its name")
     spans = meta.get("spans")
     if not isinstance(spans, list) or len(spans) % 3 or not all(type(v) is int for v in spans):
         raise Damaged("its chunks are not a list of spans")
@@ -495,6 +559,8 @@ def _boundaries(text: str, chunks: list[Chunk]) -> int:
 
 
 def _check_tokens(arrays: dict[str, np.ndarray], n_chunks: int) -> None:
+    if set(arrays) != {"array"}:
+        raise Damaged("not one array of token counts")
     counts = arrays["array"]
     if counts.dtype != np.int64 or counts.shape != (n_chunks + 1,) or (counts < -1).any():
         raise Damaged(f"token counts of shape {counts.shape} and type {counts.dtype}, not {n_chunks + 1} int64s")
@@ -506,7 +572,8 @@ def _check_term_ids(arrays: dict[str, np.ndarray], n_chunks: int) -> None:
     ids, lengths, terms = arrays["ids"], arrays["lengths"], arrays["terms"]
     if ids.dtype != np.int32 or lengths.dtype != np.int64 or terms.dtype != np.uint8:
         raise Damaged("BM25 arrays of the wrong types")
-    if lengths.shape != (n_chunks,) or ids.ndim != 1 or ids.size != int(lengths.sum()) or (lengths < 0).any():
+    if lengths.shape != (n_chunks,) or ids.ndim != 1 or terms.ndim != 1 or (lengths < 0).any() \
+            or ids.size != int(lengths.sum()):
         raise Damaged("BM25 term ids that do not match the chunks")
     try:
         n_terms = len(terms.tobytes().decode("utf-8").split("\n")) if terms.size else 0
@@ -516,14 +583,54 @@ def _check_term_ids(arrays: dict[str, np.ndarray], n_chunks: int) -> None:
         raise Damaged("BM25 term ids outside its terms")
 
 
-def _check_vectors(arrays: dict[str, np.ndarray], n_chunks: int) -> None:
+def _check_vectors(arrays: dict[str, np.ndarray], width: int) -> None:
     if set(arrays) != {"keys", "vectors"}:
         raise Damaged(f"vector arrays {sorted(arrays)}, not keys and vectors")
     keys, vectors = arrays["keys"], arrays["vectors"]
     if keys.dtype != np.uint8 or keys.ndim != 2 or keys.shape[1] != PIECE_KEY_BYTES:
         raise Damaged("vector keys that are not SHA-1 digests")
-    if vectors.dtype != np.float32 or vectors.ndim != 2 or len(vectors) != len(keys) or not np.isfinite(vectors).all():
+    if vectors.dtype != np.float32 or vectors.ndim != 2 or len(vectors) != len(keys):
         raise Damaged("vectors that do not match their keys")
+    if vectors.shape[1] != width:
+        raise Damaged(f"vectors of {vectors.shape[1]} numbers, not the embedder's {width}")
+    if not np.isfinite(vectors).all():
+        raise Damaged("vectors that are not finite")
+
+
+def _load_arrays(data: bytes, *, npz: bool) -> dict[str, np.ndarray]:
+    """The arrays of ``.npy`` bytes (as ``array``) or of ``.npz`` bytes (by name). An ``.npz`` must hold only
+    uncompressed ``.npy`` members, as :func:`numpy.savez` writes them: nothing inflates past the file's size."""
+    if not npz:
+        return {"array": _npy(data)}
+    arrays: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for info in archive.infolist():
+            name = info.filename.removesuffix(".npy")
+            if info.compress_type != zipfile.ZIP_STORED or name == info.filename or name in arrays \
+                    or info.file_size > len(data):
+                raise Damaged(f"its member {info.filename!r} is not an uncompressed .npy array of its own")
+            arrays[name] = _npy(archive.read(info))
+    return arrays
+
+
+def _npy(raw: bytes) -> np.ndarray:
+    """The array of ``.npy`` bytes, read in place. Its header is checked before anything is allocated: no
+    Python objects (no pickle), and exactly as many bytes of data as its shape and type need (numpy's own
+    reader would allocate a hostile header's shape first)."""
+    stream = io.BytesIO(raw)
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise Damaged(f"an .npy file of version {version}")
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise Damaged(f"an array of {dtype}")
+    count, offset = math.prod(shape), stream.tell()
+    if count * dtype.itemsize != len(raw) - offset:
+        raise Damaged(f"{len(raw) - offset:,} bytes of data for an array of shape {shape} and type {dtype}")
+    return np.frombuffer(raw, dtype=dtype, count=count, offset=offset).reshape(shape, order="F" if fortran else "C")
 
 
 def _npz(**arrays: np.ndarray) -> bytes:
@@ -538,6 +645,25 @@ def _joined_terms(vocab: dict[str, int]) -> np.ndarray:
     for term, i in vocab.items():
         terms[i] = term
     return np.frombuffer("\n".join(terms).encode("utf-8"), dtype=np.uint8)
+
+
+def _entry_directory(directory: Path) -> None:
+    """Make an entry's directory, or find it made. Whatever else holds its name (a symbolic link planted there,
+    which writing through would follow, or a file) is removed first: an entry is a directory of its own."""
+    try:
+        directory.mkdir(parents=True)
+        return
+    except FileExistsError:
+        pass
+    try:
+        found = directory.lstat()
+    except FileNotFoundError:  # removed meanwhile (evicted): made again
+        directory.mkdir(exist_ok=True)
+        return
+    if not stat.S_ISDIR(found.st_mode):
+        log.warning("the document cache entry %s is not a directory ragfunnel wrote; replaced", directory)
+        directory.unlink()
+        directory.mkdir()
 
 
 def _is_entry(path: Path) -> bool:
@@ -564,6 +690,12 @@ def _entries(root: Path) -> list[tuple[float, int, Path]]:
 
 def _remove(directory: Path) -> int:
     """Remove an entry: renamed aside first, so no reader or writer meets it half removed. 1 if it was there."""
+    if directory.is_symlink():
+        try:
+            directory.unlink()  # the link alone, never what it points at
+        except OSError:
+            return 0
+        return 1
     aside = directory.with_name(f".{directory.name}.removing.{os.getpid()}.{secrets.token_hex(4)}")
     try:
         directory.rename(aside)
@@ -604,6 +736,6 @@ def chunk_bm25(chunks: list[Chunk]) -> BM25Index:
     return DOCUMENTS.chunk_bm25(chunks)
 
 
-def kept_vectors(chunks: list[Chunk], embedder: str) -> KeptVectors | None:
+def kept_vectors(chunks: list[Chunk], embedder: str, *, width: int) -> KeptVectors | None:
     """:meth:`DocumentCache.kept_vectors` of the process's cache."""
-    return DOCUMENTS.kept_vectors(chunks, embedder)
+    return DOCUMENTS.kept_vectors(chunks, embedder, width=width)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
@@ -40,6 +41,7 @@ def bm25_scores(question: str, chunks: list[Chunk]) -> np.ndarray:
     return chunk_bm25(chunks).score([question])[0]
 
 
+@lru_cache(maxsize=1)
 def embedder_identity() -> str:
     """What decides the bundled MiniLM's vectors: its pinned ONNX file and the libraries that run it. Known without
     loading the model, so kept vectors are found before it loads (and it need not load at all)."""
@@ -53,6 +55,13 @@ def embedder_identity() -> str:
 
     return f"{MiniLMEmbedder.spec} {MiniLMEmbedder.identity}, onnxruntime {installed('onnxruntime')}, " \
            f"tokenizers {installed('tokenizers')}"
+
+
+def embedder_width() -> int:
+    """The length of the bundled MiniLM's vectors."""
+    from ragfunnel.retrieve.embed import MiniLMEmbedder
+
+    return MiniLMEmbedder.dim
 
 
 class PieceVectors:
@@ -70,7 +79,7 @@ class PieceVectors:
         keys = [piece_key(t) for t in texts]
         with self._lock:
             for k, v in (known or {}).items():
-                self._kept.setdefault(k, v)
+                self._kept.setdefault(k, np.array(v))  # a row of its own: a view would keep its whole array
             missing = {k: i for i, k in enumerate(keys) if k not in self._kept}  # each new text once
         if missing:
             fresh = bundled_embedder().encode([texts[i] for i in missing.values()])
@@ -97,7 +106,7 @@ def dense_scores(question: str, chunks: list[Chunk], *, only: np.ndarray | None 
         for piece in chunk_words(chunks[i].text, chunk_words=DENSE_WINDOW):
             pieces.append(piece.text)
             owner.append(i)
-    kept = kept_vectors(chunks, embedder_identity())
+    kept = kept_vectors(chunks, embedder_identity(), width=embedder_width())
     keys = [piece_key(p) for p in pieces]
     known = kept.get(keys) if kept is not None else {}
     vectors = PIECES.encode([question, *pieces], known=known)

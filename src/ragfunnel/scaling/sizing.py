@@ -101,6 +101,11 @@ class FirstCallProbe(BaseLLM):
     def _count_tokens(self, text: str) -> int:
         return self._llm.count_tokens(text)
 
+    @property
+    def tokenizer_identity(self) -> str | None:
+        """The real model's: this one counts with its tokenizer."""
+        return self._llm.tokenizer_identity
+
 
 def first_call_sizes(configs: Sequence[Config], questions: Sequence[str], limit: int,
                      build: Callable[[Config, LLM], Answerer], llm: LLM) -> dict[Config, int]:
