@@ -635,8 +635,9 @@ def test_counts_written_by_two_processes_are_merged_not_replaced(tmp_path):
     text = book()
     one, other = DocumentCache(tmp_path), DocumentCache(tmp_path)
     chunks_one, chunks_other = one.chunks(text, words=30), other.chunks(text, words=30)
-    one.chunk_tokens(chunks_one, Counting())  # both start before either wrote: all -1 in memory
-    other._tokens(other._entry_of(chunks_other), f"tokens-{document_cache.part_id(Counting().tokenizer_identity)}.npy")
+    name = f"tokens-{document_cache.part_id(Counting().tokenizer_identity)}.npy"
+    other._tokens(other._entry_of(chunks_other), name)  # read before the first one wrote: nothing counted
+    one.chunk_tokens(chunks_one, Counting())
     exact = one.text_tokens(text, Counting(), words=30)
     fresh = Counting()
     assert DocumentCache(tmp_path).text_tokens(text, fresh, words=30) == exact and fresh.counted == []
