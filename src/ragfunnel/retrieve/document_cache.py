@@ -126,7 +126,7 @@ class _Entry:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
-    def words(self) -> int:
+    def n_words(self) -> int:
         return sum(c.n_words for c in self.chunks)
 
 
@@ -500,7 +500,7 @@ class KeptVectors:
 
     def _read(self) -> dict[bytes, np.ndarray] | None:
         # At most one piece per word of the document, each a key and a vector.
-        bound = 2 * (_NPY_HEADER + _ZIP_OVERHEAD) + self._entry.words * (PIECE_KEY_BYTES + 4 * self._width)
+        bound = 2 * (_NPY_HEADER + _ZIP_OVERHEAD) + self._entry.n_words * (PIECE_KEY_BYTES + 4 * self._width)
         arrays = self._cache._read_arrays(self._entry, self._name, lambda a: _check_vectors(a, self._width),
                                           max_bytes=bound)
         if arrays is None:
