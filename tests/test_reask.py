@@ -17,7 +17,8 @@ CONTEXT = ("The Harbour Bridge of Lindvik was opened in 1932 by the mayor. " * 3
 def test_what_is_wanted_is_said_for_each_kind_of_question():
     assert wanted("When was the bridge opened?") == "a date or a year"
     assert wanted("How many people live there?") == "a number"
-    assert wanted("Who was born first, Ada Brun or Tomas Verhoef?") == "one of the two it names, Ada Brun or Tomas Verhoef"
+    assert wanted("Who was born first, Ada Brun or Tomas Verhoef?") == (
+        "one of the two it names, Ada Brun or Tomas Verhoef")
     assert wanted("桥是哪一年开通的？") is None  # a Chinese question's kind is not guessed
     assert note("When was the bridge opened?", "Norway", "type") == (
         'Note: "Norway" is not a date or a year, and the question asks for a date or a year. Answer with a date '
@@ -58,3 +59,13 @@ def test_a_fitting_answer_is_not_asked_again_nor_is_anything_when_turned_off():
     auto, llm = _auto("Norway", reask=False)
     assert auto.run("When was the Harbour Bridge of Lindvik opened?", CONTEXT).answer == "Norway"
     assert len(llm.calls) == 1
+
+
+def test_a_context_with_lone_surrogates_is_answered_and_its_seconds_kept_in_the_ledger():
+    auto, _ = _auto("1932")
+    from ragfunnel.methods.auto import LEDGER  # noqa: PLC0415
+    from ragfunnel.text import check_context  # noqa: PLC0415
+    text = CONTEXT + " broken \ud800 text."
+    before = LEDGER.spent(check_context(text))
+    assert auto.run("When was the Harbour Bridge of Lindvik opened?", text).answer == "1932"
+    assert LEDGER.spent(check_context(text)) > before

@@ -56,7 +56,8 @@ from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
 from ragfunnel.methods.reask import reask
 from ragfunnel.prompts import answer_tokens, build_prompt, prompt_prefix
-from ragfunnel.retrieve.document_cache import text_tokens
+from ragfunnel.retrieve.document_cache import document_chunks, text_tokens
+from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace, Trace, stage_detail, stage_done
 
 log = logging.getLogger(__name__)
@@ -168,9 +169,6 @@ class Auto:
     def plan(self, question: str, context: str, *, choices: list[str] | None = None,
              speeds: dict[str, SpeedProfile] | None = None) -> Plan:
         """Predict every candidate's seconds for this input and choose (``speeds``: model name -> profile)."""
-        from ragfunnel.retrieve.document_cache import document_chunks
-        from ragfunnel.text import check_context
-
         # prepare()'s steps, keeping the checked text: the whole-text count must find the chunks' entry.
         question, checked = check_question(question), check_context(context)
         chunks = document_chunks(checked, words=self.config.chunk_words)
@@ -308,7 +306,7 @@ class Auto:
                            max_tokens=self.max_tokens, choices=choices)
             best, stages = reread.prediction, stages + reread.stages
             escalated |= {"reask": reread.record} if reread.record else {}
-        LEDGER.add(context, time.perf_counter() - started)
+        LEDGER.add(check_context(context), time.perf_counter() - started)
         stages.append(stage_done(StageTrace(name="escalate", n_in=len(rungs), n_out=1, detail=escalated)))
         return replace(best, method=f"auto:{chosen}", trace=Trace(stages))
 

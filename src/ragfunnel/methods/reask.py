@@ -37,7 +37,8 @@ def note(question: str, answer: str, check: AnswerCheck) -> str:
     if check == "echo":
         return (f'Note: "{answer}" only repeats words of the question. Give what the question asks for'
                 f'{f", which is {want}" if want else ""}, as the text states it.')
-    return f'Note: "{answer}" is not {want}, and the question asks for {want}. Answer with {want}, as the text states it.'
+    return (f'Note: "{answer}" is not {want}, and the question asks for {want}. Answer with {want}, as the text '
+            'states it.')
 
 
 @dataclass(frozen=True)
