@@ -796,3 +796,13 @@ def test_the_chunks_sum_is_within_the_boundary_bound_of_the_whole_texts_count_on
             assert estimate != sum(llm.count_tokens(c.text) for c in chunks) or exact == estimate
     finally:
         vocab.close()
+
+
+def test_fb_tells_a_book_past_the_light_window_from_its_chunks_counts_without_reading_it_whole(cache_root):
+    from ragfunnel.methods.base import prepare  # noqa: PLC0415
+    from ragfunnel.methods.fbrag import FBRAG  # noqa: PLC0415
+    book = " ".join(f"word{i}" for i in range(30_000))  # about 3.7 times the light model's 8,192-token window
+    light = Counting("light")
+    question, chunks = prepare("What is word7?", book, words=100)
+    assert not FBRAG().document_fits(light, chunks, question=question, choices=None)
+    assert max(len(t) for t in light.counted) < len(book) / 10  # chunk by chunk, never the whole book

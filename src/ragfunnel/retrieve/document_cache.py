@@ -423,7 +423,8 @@ class DocumentCache:
                 reason = {errno.ENOSPC: "the disk is full", errno.EROFS: "read-only",
                           errno.EACCES: "not writable", errno.EPERM: "not writable"}.get(e.errno, str(e))
                 log.warning("cannot keep document work under %s (%s); answering without it for the rest of this "
-                            "run (set RAGFUNNEL_CACHE to a writable directory, or pass --no-cache)", root, reason)
+                            "run (set RAGFUNNEL_CACHE to a writable directory, or turn the disk caches off)",
+                            root, reason)
                 return
         self._evict(root, keep=key)
 
