@@ -801,8 +801,20 @@ def test_the_chunks_sum_is_within_the_boundary_bound_of_the_whole_texts_count_on
 def test_fb_tells_a_book_past_the_light_window_from_its_chunks_counts_without_reading_it_whole(cache_root):
     from ragfunnel.methods.base import prepare  # noqa: PLC0415
     from ragfunnel.methods.fbrag import FBRAG  # noqa: PLC0415
-    book = " ".join(f"word{i}" for i in range(30_000))  # about 3.7 times the light model's 8,192-token window
+    book = " ".join(f"word{i}" for i in range(100_000))  # about 12 times the light model's 8,192-token window
     light = Counting("light")
     question, chunks = prepare("What is word7?", book, words=100)
     assert not FBRAG().document_fits(light, chunks, question=question, choices=None)
     assert max(len(t) for t in light.counted) < len(book) / 10  # chunk by chunk, never the whole book
+    assert len(light.counted) == document_cache.COUNT_BATCH < len(chunks)  # and only until it is past the window
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_tokens_past_answers_as_the_whole_sum_does(cache_root, kept):
+    llm = Counting()
+    cache = DocumentCache()
+    text = " ".join(f"w{i}" for i in range(1_000))  # 100 chunks of 10 words: 1,000 tokens in all
+    chunks = cache.chunks(text, words=10) if kept else chunk_words(text, chunk_words=10)
+    for limit, slack, past in [(999, 0, True), (1_000, 0, False), (797, 2, True), (798, 2, False), (0, 0, True)]:
+        assert cache.tokens_past(chunks, llm, limit, slack=slack) is past, (limit, slack)
+    assert cache.chunk_tokens(chunks, llm) == [10] * 100

@@ -40,7 +40,7 @@ from ragfunnel.methods.base import (
 from ragfunnel.methods.config import FBConfig
 from ragfunnel.prompts import answer_tokens, build_prompt, parse_sample, prompt_prefix, task_kind
 from ragfunnel.retrieve.bm25 import BM25Index
-from ragfunnel.retrieve.document_cache import BOUNDARY_TOKENS
+from ragfunnel.retrieve.document_cache import BOUNDARY_TOKENS, tokens_past
 from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace, stage_done, stage_started
@@ -99,7 +99,7 @@ class FBRAG:
     def document_fits(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> bool:
         """Whether the light model's window holds a draft prompt over the whole document. The chunks' kept
         counts answer for a document far past the window (a book) without tokenising it whole again."""
-        if total_tokens(chunks, light) - BOUNDARY_TOKENS * (len(chunks) + 1) > light.context_window:
+        if tokens_past(chunks, light, light.context_window, slack=BOUNDARY_TOKENS):
             return False
         need = (light.count_tokens(build_prompt(self.task, self.draft_variant, question=question,
                                                 context=join_chunks(chunks),

@@ -83,6 +83,7 @@ PIECE_KEY_BYTES = 20  # SHA-1 of a piece's text, as the in-process vectors are k
 # A whole-text count differs from the sum of its chunks' counts only where the chunks meet (the whitespace
 # between them, a first word read with the space before it): within this many tokens per boundary.
 BOUNDARY_TOKENS = 2
+COUNT_BATCH = 256  # chunks counted at a time when only whether they pass a limit is asked (tokens_past)
 _HEX = frozenset("0123456789abcdef")
 # Bytes a part may hold beyond its arrays' data: an .npy header (ours are 128), a zip's headers and directory.
 _NPY_HEADER = 4096
@@ -175,6 +176,26 @@ class DocumentCache:
         if entry is None:
             return llm.count_tokens_many([c.text for c in chunks])
         return self._chunk_counts(entry, llm)
+
+    def tokens_past(self, chunks: list[Chunk], llm: LLM, limit: int, *, slack: int = 0) -> bool:
+        """Whether the chunks' tokens under ``llm``, less ``slack`` for each chunk and one more, sum past ``limit``.
+
+        The chunks are counted in document order, :data:`COUNT_BATCH` at a time, only until the answer is known:
+        a book far past a window is known to be past it from its first few hundred chunks. The answer is the one
+        the whole sum gives (a later chunk only adds), and what was counted is kept as :meth:`chunk_tokens` keeps it.
+        """
+        floor = limit + slack * (len(chunks) + 1)
+        entry = self._entry_of(chunks)
+        total = 0
+        for start in range(0, len(chunks), COUNT_BATCH):
+            batch = range(start, min(start + COUNT_BATCH, len(chunks)))
+            if entry is None:
+                total += sum(llm.count_tokens_many([chunks[i].text for i in batch]))
+            else:
+                total += sum(self._chunk_counts(entry, llm, only=batch))
+            if total > floor:
+                return True
+        return False
 
     def text_tokens(self, text: str, llm: LLM, *, words: int = CHUNK_WORDS, exact_up_to: int | None = None) -> int:
         """The whole text's tokens under ``llm``'s tokenizer.
@@ -315,21 +336,22 @@ class DocumentCache:
         self._touch(key)
         return _Entry(key, tuple(chunks), _boundaries(text, chunks), len(text))
 
-    def _chunk_counts(self, entry: _Entry, llm: LLM) -> list[int]:
-        """Each of the entry's chunks' tokens under ``llm``, counted once and kept where ``llm`` says what decides
-        its counts."""
+    def _chunk_counts(self, entry: _Entry, llm: LLM, *, only: range | None = None) -> list[int]:
+        """Each of the entry's chunks' tokens under ``llm`` (``only``: of those chunks), counted once and kept where
+        ``llm`` says what decides its counts."""
+        wanted = range(len(entry.chunks)) if only is None else only
         identity = llm.tokenizer_identity
         if identity is None:
-            return llm.count_tokens_many([c.text for c in entry.chunks])
+            return llm.count_tokens_many([entry.chunks[i].text for i in wanted])
         name = f"tokens-{part_id(identity)}.npy"
         with entry.lock:
             counts = self._tokens(entry, name)
-            missing = np.flatnonzero(counts[:-1] < 0)
-            if missing.size:
+            missing = [i for i in wanted if counts[i] < 0]
+            if missing:
                 counts = counts.copy()
-                counts[missing] = llm.count_tokens_many([entry.chunks[i].text for i in missing.tolist()])
+                counts[missing] = llm.count_tokens_many([entry.chunks[i].text for i in missing])
                 counts = self._keep_counts(entry, name, counts)
-            return counts[:-1].tolist()
+            return counts[wanted.start:wanted.stop].tolist()
 
     def _tokens(self, entry: _Entry, name: str) -> np.ndarray:
         """The entry's counts in ``name`` (memory, then disk; -1 where not counted). Called holding entry.lock."""
@@ -725,6 +747,11 @@ def document_chunks(text: str, *, words: int = CHUNK_WORDS, doc_id: str = "conte
 def chunk_tokens(chunks: list[Chunk], llm: LLM) -> list[int]:
     """:meth:`DocumentCache.chunk_tokens` of the process's cache."""
     return DOCUMENTS.chunk_tokens(chunks, llm)
+
+
+def tokens_past(chunks: list[Chunk], llm: LLM, limit: int, *, slack: int = 0) -> bool:
+    """:meth:`DocumentCache.tokens_past` of the process's cache."""
+    return DOCUMENTS.tokens_past(chunks, llm, limit, slack=slack)
 
 
 def text_tokens(text: str, llm: LLM, *, words: int = CHUNK_WORDS, exact_up_to: int | None = None) -> int:
