@@ -818,3 +818,85 @@ def test_tokens_past_answers_as_the_whole_sum_does(cache_root, kept):
     for limit, slack, past in [(999, 0, True), (1_000, 0, False), (797, 2, True), (798, 2, False), (0, 0, True)]:
         assert cache.tokens_past(chunks, llm, limit, slack=slack) is past, (limit, slack)
     assert cache.chunk_tokens(chunks, llm) == [10] * 100
+
+
+# -- a file's reading, kept (ragfunnel.documents.read_cache) ------------------------------------------------------
+
+
+@pytest.fixture
+def counted_readers(monkeypatch) -> list[str]:
+    """Each reader's calls, by format; the readers still read."""
+    from ragfunnel.documents import read as read_module  # noqa: PLC0415
+
+    calls: list[str] = []
+    real = read_module._reader
+
+    def counting(kind):
+        reader = real(kind)
+        return lambda path, limits: (calls.append(kind), reader(path, limits))[1]
+
+    monkeypatch.setattr(read_module, "_reader", counting)
+    return calls
+
+
+def test_a_pdf_and_an_epub_are_read_once_and_given_back_whole_under_the_name_given_now(cache_root, counted_readers,
+                                                                                     tmp_path):
+    from ragfunnel.documents import read_document  # noqa: PLC0415
+    from tests.documents_helpers import make_epub, make_pdf  # noqa: PLC0415
+
+    pdf = make_pdf(tmp_path / "report.pdf", ["First page text.", "Second page text."], roman_first=1)
+    epub = make_epub(tmp_path / "book.epub", [("One", "The first chapter."), ("Two", "The second chapter.")])
+    for path in (pdf, epub):
+        first = read_document(path)
+        copy = tmp_path / f"copy-of-{path.name}"
+        shutil.copyfile(path, copy)
+        again = read_document(copy)
+        assert (again.format, again.text, again.sections, again.pages) == (first.format, first.text, first.sections,
+                                                                           first.pages)
+        assert again.name == copy.name and again.section_at(len(again.text) - 1) == first.sections[-1]
+    assert counted_readers == ["pdf", "epub"]
+    assert DocumentCache(cache_root).info().entries == 2
+    assert CliRunner().invoke(main, ["cache", "clear"]).exit_code == 0
+    read_document(pdf)
+    assert counted_readers == ["pdf", "epub", "pdf"]
+
+
+def test_a_changed_file_or_other_limits_are_read_again_and_no_cache_reads_every_time(cache_root, counted_readers,
+                                                                                    tmp_path):
+    from ragfunnel.documents import ReadLimits, read_document  # noqa: PLC0415
+    from ragfunnel.llm import set_disk_caches  # noqa: PLC0415
+    from tests.documents_helpers import make_epub  # noqa: PLC0415
+
+    path = make_epub(tmp_path / "book.epub", [("One", "Before the change.")])
+    read_document(path)
+    make_epub(path, [("One", "After the change.")])
+    assert "After the change." in read_document(path).text
+    read_document(path, ReadLimits(max_document_mb=10))
+    assert counted_readers == ["epub"] * 3
+    set_disk_caches(False)
+    try:
+        read_document(path)
+        read_document(path)
+    finally:
+        set_disk_caches(True)
+    assert counted_readers == ["epub"] * 5
+
+
+@pytest.mark.parametrize("damage", ["not json", '{"reading": "ragfunnel-read-1"}', "sections"])
+def test_a_damaged_reading_is_dropped_with_one_warning_and_read_again(cache_root, counted_readers, tmp_path, caplog,
+                                                                      damage):
+    from ragfunnel.documents import read_document  # noqa: PLC0415
+    from tests.documents_helpers import make_epub  # noqa: PLC0415
+
+    path = make_epub(tmp_path / "book.epub", [("One", "The only chapter.")])
+    first = read_document(path)
+    (meta,) = cache_root.glob(f"*/{document_cache.META}")
+    if damage == "sections":
+        record = json.loads(meta.read_text())
+        record["sections"][0][1] = 10**6  # past the text's end
+        damage = json.dumps(record)
+    meta.write_text(damage)
+    with caplog.at_level(logging.WARNING):
+        assert read_document(path).text == first.text
+    assert counted_readers == ["epub", "epub"]
+    assert sum("damaged" in r.getMessage() for r in caplog.records) == 1

@@ -7,12 +7,14 @@ import errno
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ragfunnel.documents.formats import SUPPORTED_LINE, SUPPORTED_SUFFIXES, detect_format
 from ragfunnel.documents.limits import MB, ReadLimits, check_file_size
 from ragfunnel.documents.model import LocatedContext, SourceDocument
 from ragfunnel.documents.plain import decode_text, read_markdown, read_text
+from ragfunnel.documents.read_cache import READERS, read_with_cache
 from ragfunnel.errors import InputError, MissingExtra, option
 
 log = logging.getLogger(__name__)
@@ -34,24 +36,29 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
         raise InputError(f"{path} is not a regular file; pass a file or a folder of files")
     check_file_size(path, limits)
     kind = detect_format(path)
-    if kind == "pdf":
-        from ragfunnel.documents.pdf import read_pdf
-
-        return read_pdf(path, limits)
-    if kind == "docx":
-        from ragfunnel.documents.docx import read_docx
-
-        return read_docx(path, limits)
-    if kind == "epub":
-        from ragfunnel.documents.epub import read_epub
-
-        return read_epub(path, limits)
+    if kind in READERS:
+        return read_with_cache(path, kind, limits, _reader(kind))
     raw = path.read_bytes()
     if kind == "html":
         from ragfunnel.documents.html import read_html
 
         return read_html(path, raw)
     return read_markdown(path, raw) if kind == "markdown" else read_text(path, raw)
+
+
+def _reader(kind: str) -> Callable[[Path, ReadLimits], SourceDocument]:
+    """The reader of a PDF, DOCX or EPUB file (imported when one is read)."""
+    if kind == "pdf":
+        from ragfunnel.documents.pdf import read_pdf
+
+        return read_pdf
+    if kind == "docx":
+        from ragfunnel.documents.docx import read_docx
+
+        return read_docx
+    from ragfunnel.documents.epub import read_epub
+
+    return read_epub
 
 
 def resolved(path: Path) -> Path:

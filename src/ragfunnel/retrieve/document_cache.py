@@ -58,8 +58,10 @@ import stat
 import threading
 import zipfile
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -73,6 +75,7 @@ from ragfunnel.types import Chunk
 from ragfunnel.version import __version__
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FORMAT = "ragfunnel-document-1"  # raise it when the chunker, or what a file holds, changes
 DIRECTORY = "documents"
@@ -308,6 +311,13 @@ class DocumentCache:
         return None
 
     def _read_entry(self, key: str, text: str, *, words: int, doc_id: str) -> _Entry | None:
+        chunks = self._read_meta(key, max_bytes=_meta_bytes(text, words, doc_id),
+                                 parse=lambda meta: _chunks_from(meta, key, text, words=words, doc_id=doc_id))
+        return None if chunks is None else _Entry(key, tuple(chunks), _boundaries(text, chunks), len(text))
+
+    def _read_meta(self, key: str, *, max_bytes: int, parse: Callable[[Any], T]) -> T | None:
+        """``parse`` of the entry's ``meta.json`` (marked used now); None when there is none, or it cannot be read,
+        or it does not parse (:class:`Damaged`: then the entry is removed, with one warning)."""
         root = self.root
         if root is None:
             return None
@@ -316,9 +326,9 @@ class DocumentCache:
             self._damaged(directory, "a symbolic link, not a directory ragfunnel wrote")
             return None
         try:
-            meta = read_json_file(directory / META, max_bytes=min(self.max_bytes, _meta_bytes(text, words, doc_id)),
+            meta = read_json_file(directory / META, max_bytes=min(self.max_bytes, max_bytes),
                                   what="document cache entry", follow_symlinks=False)
-            chunks = _chunks_from(meta, key, text, words=words, doc_id=doc_id)
+            parsed = parse(meta)
         except FileNotFoundError:
             return None
         except CannotOpen as e:
@@ -334,7 +344,18 @@ class DocumentCache:
             self._cannot_read(root, e.strerror or str(e))
             return None
         self._touch(key)
-        return _Entry(key, tuple(chunks), _boundaries(text, chunks), len(text))
+        return parsed
+
+    # -- a file's reading (ragfunnel.documents.read_cache) --------------------------------------------
+
+    def kept_reading(self, key: str, *, max_bytes: int, parse: Callable[[Any], T]) -> T | None:
+        """``parse`` of the reading kept under ``key`` (raising :class:`Damaged` on one that does not check out:
+        it is removed with one warning), or None."""
+        return self._read_meta(key, max_bytes=max_bytes, parse=parse)
+
+    def keep_reading(self, key: str, record: Any) -> None:
+        """Keep a file's reading (JSON) under ``key``: an entry of its own, bounded and evicted like the others."""
+        self._write(key, META, json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def _chunk_counts(self, entry: _Entry, llm: LLM, *, only: range | None = None) -> list[int]:
         """Each of the entry's chunks' tokens under ``llm`` (``only``: of those chunks), counted once and kept where

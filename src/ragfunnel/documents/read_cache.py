@@ -1,0 +1,107 @@
+"""Files read once: what the PDF, DOCX and EPUB readers made of a file, kept across processes by the file's bytes.
+
+Reading the shared 117-page PDF takes about a second (in a child process, within the limits), *Moby-Dick*'s
+EPUB a quarter of one; a later question about the same file, in another process, finds its text and page map
+kept. A reading is an entry of the document cache (:mod:`ragfunnel.retrieve.document_cache`: the same bound,
+eviction, damaged-entry handling, ``--no-cache`` and ``ragfunnel cache clear``), named by the SHA-256 of
+:data:`READ_FORMAT`, ragfunnel's version, the format, its reader libraries' versions, the reading limits and the
+file's bytes. Only readings that succeeded are kept (a refusal is given again, as it was), and only when the file
+did not change while it was read. Plain text, Markdown and HTML are read faster than they would be looked up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from ragfunnel.documents.limits import ReadLimits
+from ragfunnel.documents.model import Section, SourceDocument
+from ragfunnel.retrieve.document_cache import DOCUMENTS, Damaged
+from ragfunnel.version import __version__
+
+READ_FORMAT = "ragfunnel-read-1"  # raise it when what a reading holds changes
+# The formats worth keeping, and the libraries whose versions decide what their readers make of a file.
+READERS = {"pdf": ("pypdfium2", "pdfminer.six"), "docx": ("python-docx", "lxml"), "epub": ("defusedxml", "lxml")}
+_HASH_BLOCK = 1 << 20
+
+
+def read_with_cache(path: Path, kind: str, limits: ReadLimits, reader: Any) -> SourceDocument:
+    """``reader(path, limits)``, or the reading kept from an earlier one of the same bytes (then named ``path``'s
+    name as given now)."""
+    if kind not in READERS or DOCUMENTS.root is None:
+        return reader(path, limits)
+    before = _stamp(path)
+    key = reading_key(path, kind, limits)
+    kept = DOCUMENTS.kept_reading(key, max_bytes=_record_bytes(before[0]),
+                                  parse=lambda record: _document_from(record, key))
+    if kept is not None:
+        return SourceDocument(path.name, kept.format, kept.text, kept.sections, kept.pages)
+    document = reader(path, limits)
+    if _stamp(path) == before:  # a file written to while it was read: its key may not be what was read
+        DOCUMENTS.keep_reading(key, _record(key, document))
+    return document
+
+
+def reading_key(path: Path, kind: str, limits: ReadLimits) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(_HASH_BLOCK):
+            digest.update(block)
+    canonical = json.dumps([READ_FORMAT, __version__, kind, _libraries(kind), asdict(limits), digest.hexdigest()],
+                           separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@cache
+def _libraries(kind: str) -> list[str]:
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+
+    return [f"{name} {installed(name)}" for name in READERS[kind]]
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    s = os.stat(path)
+    return s.st_size, s.st_mtime_ns, s.st_ino
+
+
+def _record_bytes(file_bytes: int) -> int:
+    """The most a reading of a file of ``file_bytes`` may take as JSON: its text (an EPUB or DOCX is zipped, so up
+    to the unzip ratio more than the file), escaped, with its map."""
+    return 64 * max(file_bytes, 1 << 20)
+
+
+def _record(key: str, document: SourceDocument) -> dict[str, Any]:
+    return {"reading": READ_FORMAT, "key": key, "format": document.format, "text": document.text,
+            "pages": document.pages,
+            "sections": [[s.start, s.end, s.page, s.page_label, list(s.heading)] for s in document.sections]}
+
+
+def _document_from(record: Any, key: str) -> SourceDocument:
+    """The document a kept record holds; :class:`Damaged` when it is not one this module wrote for ``key``."""
+    try:
+        if record["reading"] != READ_FORMAT or record["key"] != key:
+            raise Damaged("another reading's record")
+        text, pages = record["text"], record["pages"]
+        if not isinstance(text, str) or not isinstance(pages, int) or not isinstance(record["format"], str):
+            raise Damaged("a reading of the wrong types")
+        sections = tuple(Section(start, end, page, label, tuple(heading))
+                         for start, end, page, label, heading in record["sections"])
+        for s in sections:
+            if not (isinstance(s.start, int) and isinstance(s.end, int) and 0 <= s.start <= s.end <= len(text)):
+                raise Damaged("a section outside the text")
+            if not (isinstance(s.page, int | None) and isinstance(s.page_label, str | None)
+                    and all(isinstance(h, str) for h in s.heading)):
+                raise Damaged("a section of the wrong types")
+    except (KeyError, TypeError, ValueError) as e:
+        raise Damaged(f"not a reading ({type(e).__name__})") from None
+    return SourceDocument("", record["format"], text, sections, pages)
