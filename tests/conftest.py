@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ragfunnel.llm import bundled
+from tests.helpers.rankers import FixedCosines, TinyCrossEncoder
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
@@ -68,6 +69,27 @@ def chunked_model(tmp_path, monkeypatch):
     yield model, whole
     for name in ("rf_test_part1", "rf_test_part2"):
         sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def fake_models(monkeypatch):
+    """The cross-encoder and bi-encoder training and load_pre_ranker make, faked; every BPR loss's scores kept."""
+    pytest.importorskip("torch")
+    from ragfunnel.corpus import distill
+    from ragfunnel.retrieve import rerank
+
+    TinyCrossEncoder.made, FixedCosines.made = [], 0
+    monkeypatch.setattr(rerank, "CrossEncoderPreRanker", TinyCrossEncoder)
+    monkeypatch.setattr(rerank, "BiEncoderPreRanker", FixedCosines)
+    losses = []
+    bpr = distill.bpr_loss
+
+    def kept_bpr_loss(scores, positive):
+        losses.append((scores.detach().clone().numpy(), list(positive)))
+        return bpr(scores, positive)
+
+    monkeypatch.setattr(distill, "bpr_loss", kept_bpr_loss)
+    return losses
 
 
 @pytest.fixture(scope="module")

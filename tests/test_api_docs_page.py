@@ -24,7 +24,7 @@ from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import STATIC, Settings, create_app  # noqa: E402
 from tests.browser import headless_chromium  # noqa: E402
-from tests.test_serve_api import reply  # noqa: E402
+from tests.helpers.serve import reply  # noqa: E402
 
 VERBS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
@@ -216,7 +216,7 @@ def section(endpoints: Any, method: str, path: str) -> str:
 def live_app() -> Iterator[str]:
     """The app on a real uvicorn over scripted models, under its own host checks and CSP."""
     pytest.importorskip("uvicorn", reason="needs the [serve] extra")
-    from tests.test_serve_hostile import LiveServer
+    from tests.helpers.serve import LiveServer
 
     settings = Settings(light="fake:light", strong="fake:strong", prefill=False)
     with registered("fake:light", FakeLLM(reply, name="fake-light")), \

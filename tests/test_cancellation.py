@@ -23,7 +23,7 @@ from ragfunnel.llm.openai import OpenAICompatibleLLM
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue
 from tests.conftest import hotpot_context
 from tests.fake_openai import Handler, send_json
-from tests.test_registry_and_http import free_port
+from tests.helpers.network import free_port
 
 COUNTING = "Count from 1 to 1000, numbers separated by spaces."
 # top_k=1 makes the drafts deterministic and keeps the tiny model counting (long after a hang-up)

@@ -18,8 +18,8 @@ from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.base import Capabilities, text_sink  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
-from tests.test_registry_and_http import free_port  # noqa: E402
-from tests.test_serve_api import TEXT, local, reply  # noqa: E402
+from tests.helpers.network import free_port  # noqa: E402
+from tests.helpers.serve import TEXT, local, reply  # noqa: E402
 
 PAUSE = 0.15  # seconds before each piece the strong model writes
 # The strong model's reply to each question, in the pieces it writes them.

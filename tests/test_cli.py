@@ -1,28 +1,12 @@
 """The CLI as a user runs it: a subprocess, real files, exit codes, one-line errors."""
 
 import json
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import hotpot_context
-
-RAGFUNNEL = shutil.which("ragfunnel", path=str(Path(sys.executable).parent)) or "ragfunnel"
-
-
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([RAGFUNNEL, *args], capture_output=True, text=True, input=stdin, timeout=900)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess, match: str, code: int = 1) -> None:
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert match in lines[0]
+from tests.helpers.cli import assert_one_line_error, run
 
 
 def test_help_lists_commands_and_methods():
@@ -97,7 +81,7 @@ def test_corrupt_model_file(tmp_path):
 
 def test_unreachable_server(tmp_path):
     pytest.importorskip("httpx", reason="needs the [openai] extra")
-    from tests.test_registry_and_http import free_port
+    from tests.helpers.network import free_port
 
     path = tmp_path / "c.txt"
     path.write_text("Some text.")
@@ -244,7 +228,8 @@ def test_eval_builds_long_contexts_from_a_corpus(tmp_path):
 
 
 def test_index_the_real_wikipedia_excerpt(tmp_path):
-    from tests.test_corpus import WIKI
+    pytest.importorskip("networkx", reason="needs the [corpus] extra")
+    from tests.helpers.corpora import WIKI
 
     if not WIKI.exists():
         pytest.skip("shared data absent")

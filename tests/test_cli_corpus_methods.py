@@ -9,7 +9,7 @@ from ragfunnel.cli.main import main
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.llm import FakeLLM
 from ragfunnel.llm.registry import registered
-from tests.test_funnel import DOCS
+from tests.helpers.corpora import DOCS
 
 
 @pytest.fixture

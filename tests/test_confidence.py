@@ -232,7 +232,7 @@ def test_an_unsure_answer_climbs_and_the_most_confident_is_kept(support_decides)
 
 
 def test_a_climb_streams_every_rungs_stages_once_as_the_trace_keeps_them(support_decides):
-    from tests.test_stage_events import Listener, streamed
+    from tests.helpers.methods import Listener, streamed
 
     with using_calibration(support_decides):
         listener, p = streamed(lambda: _auto("quality", {"op": "Nowhere", "fb": "Elsewhere", "lc": "word8"})

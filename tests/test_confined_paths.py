@@ -110,7 +110,7 @@ def test_context_files_anywhere_when_asked(tmp_path):
 
 def test_mcp_add_document_on_a_folder_never_stores_the_outside_file(planted):
     pytest.importorskip("mcp", reason="needs the [mcp] extra")
-    from tests.test_mcp import error_text, payload, session_run
+    from tests.helpers.mcp_client import error_text, payload, session_run
 
     async def calls(session):
         folder = await session.call_tool("add_document", {"path": "."})
@@ -125,7 +125,7 @@ def test_mcp_add_document_on_a_folder_never_stores_the_outside_file(planted):
 
 
 def test_ask_and_index_say_a_loop_in_one_line_and_skip_links_out(planted, tmp_path):
-    from tests.test_cli import assert_one_line_error, run
+    from tests.helpers.cli import assert_one_line_error, run
 
     assert_one_line_error(run("ask", "Q?", "--context", str(planted / "loop.txt")), "symlink loop at")
     r = run("index", str(planted), "--out", str(tmp_path / "ix"), "--json")

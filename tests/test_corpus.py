@@ -11,11 +11,9 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Document
-from tests.conftest import SHARED
+from tests.helpers.corpora import WIKI
 
 nx = pytest.importorskip("networkx", reason="needs the [corpus] extra")
-
-WIKI = SHARED / "wikipedia_links_gensim" / "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 
 def two_triangles_and_a_bridge():

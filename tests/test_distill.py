@@ -2,10 +2,7 @@
 
 import json
 import math
-import zlib
 from dataclasses import asdict
-from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -26,7 +23,8 @@ from ragfunnel.journal import VERSION_KEY
 from ragfunnel.types import Example
 from ragfunnel.version import __version__
 from tests.conftest import HOTPOT
-from tests.test_funnel import DOCS, WordOverlap
+from tests.helpers.corpora import DOCS
+from tests.helpers.rankers import FixedCosines, TinyCrossEncoder, WordOverlap
 
 
 def test_aggregation_mixes_the_best_and_the_mean_passage():
@@ -185,99 +183,6 @@ def test_ctrl_c_while_labelling_keeps_the_finished_labels(tmp_path, monkeypatch)
 
 
 # --- plain distillation (the paper's Eq. 5-6 alone), with a tiny stand-in cross-encoder --------------------------
-
-FEATURES = 16
-
-
-def word_counts(documents) -> np.ndarray:
-    """Each document's words hashed into FEATURES counts: what the tiny cross-encoder reads."""
-    rows = np.zeros((len(documents), FEATURES), dtype=np.float32)
-    for r, d in enumerate(documents):
-        for word in d.render().lower().split():
-            rows[r, zlib.crc32(word.encode()) % FEATURES] += 1
-    return rows
-
-
-class TinyCrossEncoder:
-    """Stands in for CrossEncoderPreRanker: a "pre-trained" layer and a new one-logit head on word counts.
-
-    It saves a config.json and safetensors as a Hugging Face model does, and records the documents
-    it scored (``made`` lists every instance, in the order they were made).
-    """
-
-    made: list = []
-
-    def __init__(self, model, *, num_labels=None, **_):
-        torch = pytest.importorskip("torch")
-
-        class Model(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.encoder = torch.nn.Linear(FEATURES, FEATURES)
-                self.classifier = torch.nn.Linear(FEATURES, 1)
-
-            def forward(self, x):
-                return self.classifier(torch.tanh(self.encoder(x)))
-
-            def save_pretrained(self, out, safe_serialization=True):
-                from safetensors.torch import save_file
-
-                (Path(out) / "config.json").write_text(json.dumps({"model_type": "tiny"}))
-                weights = {k: v.contiguous() for k, v in self.state_dict().items()}
-                save_file(weights, str(Path(out) / "model.safetensors"))
-
-        self.name = str(model)
-        self.model = Model()
-        self.new_parameters = {"classifier.weight", "classifier.bias"}
-        self.tokenizer = SimpleNamespace(save_pretrained=lambda out: (Path(out) / "tokenizer.json").write_text("{}"))
-        self.scored: list[list[str]] = []
-        TinyCrossEncoder.made.append(self)
-
-    def logits(self, question, documents):
-        import torch
-
-        self.scored.append([d.title for d in documents])
-        return self.model(torch.as_tensor(word_counts(documents)))[:, 0]
-
-    def score(self, question, documents):
-        import torch
-
-        with torch.no_grad():
-            return self.logits(question, documents).numpy().astype(np.float64)
-
-
-class FixedCosines:
-    """Stands in for the bundled bi-encoder: document i's cosine is 0.1 * (i + 1)."""
-
-    made = 0
-
-    def __init__(self, *_, **__):
-        FixedCosines.made += 1
-
-    def score(self, question, documents):
-        return 0.1 * np.arange(1, len(documents) + 1)
-
-
-@pytest.fixture
-def fake_models(monkeypatch):
-    """The cross-encoder and bi-encoder training and load_pre_ranker make, faked; every BPR loss's scores kept."""
-    pytest.importorskip("torch")
-    from ragfunnel.corpus import distill
-    from ragfunnel.retrieve import rerank
-
-    TinyCrossEncoder.made, FixedCosines.made = [], 0
-    monkeypatch.setattr(rerank, "CrossEncoderPreRanker", TinyCrossEncoder)
-    monkeypatch.setattr(rerank, "BiEncoderPreRanker", FixedCosines)
-    losses = []
-    bpr = distill.bpr_loss
-
-    def kept_bpr_loss(scores, positive):
-        losses.append((scores.detach().clone().numpy(), list(positive)))
-        return bpr(scores, positive)
-
-    monkeypatch.setattr(distill, "bpr_loss", kept_bpr_loss)
-    return losses
-
 
 def _labels_with_easy_negatives() -> list[Labelled]:
     """Two questions, each: three documents the pre-ranker kept (one positive), then two easy negatives."""

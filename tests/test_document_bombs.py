@@ -24,36 +24,10 @@ import pytest
 
 from ragfunnel.documents import ReadLimits, read_context, read_document
 from ragfunnel.errors import ConfigError, InputError
-from tests.documents_helpers import make_pdf, write_pdf
-from tests.test_hostile_cli import invoke, one_line
+from tests.helpers.cli import invoke, one_line
+from tests.helpers.documents import MIB, TEXT_OPS, deflated_spaces, make_pdf, one_page, stream, write_pdf
 
 pytest.importorskip("pypdfium2", reason="needs the [documents] extra")
-
-TEXT_OPS = b"BT /F1 12 Tf 72 720 Td (Gull Rock timetable) Tj ET\n"
-MIB = 1024 * 1024
-
-
-def stream(data: bytes, dictionary: bytes = b"") -> bytes:
-    return b"<< /Length %d %s >>\nstream\n" % (len(data), dictionary) + data + b"\nendstream"
-
-
-def one_page(path: Path, *contents: bytes, kids: bytes = b"[3 0 R]", count: int = 1) -> Path:
-    """A PDF whose page 3 draws the content streams ``contents`` (objects 5, 6 ...) in Helvetica."""
-    refs = b" ".join(b"%d 0 R" % (5 + i) for i in range(len(contents)))
-    return write_pdf(path, [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids %s /Count %d >>" % (kids, count),
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents [%s] "
-        b"/Resources << /Font << /F1 4 0 R >> >> >>" % refs,
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        *contents])
-
-
-def deflated_spaces(mib: int, *, after: bytes = TEXT_OPS) -> bytes:
-    """``after`` behind ``mib`` MiB of spaces, deflated a MiB at a time (never held whole)."""
-    deflater = zlib.compressobj(9)
-    spaces = b" " * MIB
-    return b"".join([*(deflater.compress(spaces) for _ in range(mib)), deflater.compress(after), deflater.flush()])
 
 
 def lzw(data: bytes) -> bytes:

@@ -842,7 +842,7 @@ def counted_readers(monkeypatch) -> list[str]:
 def test_a_pdf_and_an_epub_are_read_once_and_given_back_whole_under_the_name_given_now(cache_root, counted_readers,
                                                                                      tmp_path):
     from ragfunnel.documents import read_document  # noqa: PLC0415
-    from tests.documents_helpers import make_epub, make_pdf  # noqa: PLC0415
+    from tests.helpers.documents import make_epub, make_pdf  # noqa: PLC0415
 
     pdf = make_pdf(tmp_path / "report.pdf", ["First page text.", "Second page text."], roman_first=1)
     epub = make_epub(tmp_path / "book.epub", [("One", "The first chapter."), ("Two", "The second chapter.")])
@@ -865,7 +865,7 @@ def test_a_changed_file_or_other_limits_are_read_again_and_no_cache_reads_every_
                                                                                     tmp_path):
     from ragfunnel.documents import ReadLimits, read_document  # noqa: PLC0415
     from ragfunnel.llm import set_disk_caches  # noqa: PLC0415
-    from tests.documents_helpers import make_epub  # noqa: PLC0415
+    from tests.helpers.documents import make_epub  # noqa: PLC0415
 
     path = make_epub(tmp_path / "book.epub", [("One", "Before the change.")])
     read_document(path)
@@ -886,7 +886,7 @@ def test_a_changed_file_or_other_limits_are_read_again_and_no_cache_reads_every_
 def test_a_damaged_reading_is_dropped_with_one_warning_and_read_again(cache_root, counted_readers, tmp_path, caplog,
                                                                       damage):
     from ragfunnel.documents import read_document  # noqa: PLC0415
-    from tests.documents_helpers import make_epub  # noqa: PLC0415
+    from tests.helpers.documents import make_epub  # noqa: PLC0415
 
     path = make_epub(tmp_path / "book.epub", [("One", "The only chapter.")])
     first = read_document(path)

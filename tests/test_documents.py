@@ -11,11 +11,8 @@ from ragfunnel.documents.read import read_documents
 from ragfunnel.errors import InputError
 from ragfunnel.text import chunk_words
 from ragfunnel.types import Prediction, ScoredChunk, Trace
-from tests.conftest import SHARED
-from tests.documents_helpers import make_epub, make_pdf
+from tests.helpers.documents import REAL, make_epub, make_pdf, needs_real
 
-REAL = SHARED / "documents_real"
-needs_real = pytest.mark.skipif(not REAL.exists(), reason=f"shared documents not found at {REAL}")
 # The real files that hold no text, and the one line each gets.
 REFUSED = {"libreoffice-writer-password.pdf": "is encrypted (password-protected); decrypt it first, e.g. qpdf",
            "having-images.docx": "holds no text", "tbl-having-tables.docx": "holds no text"}

@@ -7,22 +7,8 @@ import json
 
 import pytest
 
-from tests.documents_helpers import make_epub, make_pdf
-from tests.test_cli import assert_one_line_error, run
-from tests.test_documents import REAL, needs_real
-
-TINY = "bundled:smollm2-135m"
-
-
-def _folder(tmp_path):
-    folder = tmp_path / "notes"
-    (folder / "sub").mkdir(parents=True)
-    (folder / "harbour.md").write_text("# Harbour\n\nThe ferry to Gull Rock leaves at nine every morning.\n\n"
-                                       "## Gulls\n\nGulls nest on the rock in spring.\n")
-    make_pdf(folder / "sub" / "timetable.pdf", ["Winter timetable", "The last boat returns at six."])
-    make_epub(folder / "tales.epub", [("Chapter 1. Storms.", "A storm sank the old pier in 1998."),
-                                      ("Chapter 2. Lights.", "The lighthouse keeper is called Ada Brun.")])
-    return folder
+from tests.helpers.cli import TINY, assert_one_line_error, run
+from tests.helpers.documents import REAL, _folder, needs_real
 
 
 @pytest.mark.model

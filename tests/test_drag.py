@@ -16,16 +16,10 @@ from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.prompts.self_ask import FINAL, FINAL_GRAMMAR, INTERMEDIATE_GRAMMAR, STEP_GRAMMAR
 from ragfunnel.scaling.demonstrations import generate_iterdrag_demonstrations, make_drag_demonstrations
 from ragfunnel.types import Document, Example
+from tests.helpers.corpora import corpus
 
 QUESTION = "Where was the keeper of the Gull Rock light born?"
 PORT_ELLIS_LINE = "(Title: Port Ellis) Port Ellis is the harbour town where Martha Quill was born."
-
-
-def corpus():
-    return [Document("a", "Gull Rock", "The lighthouse on Gull Rock was built of granite."),
-            Document("b", "Martha Quill", "Martha Quill kept the Gull Rock light for thirty years."),
-            Document("c", "Seabirds", "Puffins and gannets nest on the cliffs every spring."),
-            Document("d", "Port Ellis", "Port Ellis is the harbour town where Martha Quill was born.")]
 
 
 @pytest.fixture(scope="module")

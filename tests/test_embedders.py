@@ -6,7 +6,6 @@ the ``model`` tests read the bundled MiniLM's own Hugging Face directory with tr
 
 import hashlib
 import json
-import socket
 
 import numpy as np
 import pytest
@@ -18,35 +17,17 @@ from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError
 from ragfunnel.retrieve.embedders import SERVER_BATCH, EmbedderInfo, RecordedEmbedder, resolve_embedder
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
-from ragfunnel.types import Document
 from tests.fake_openai import letter_counts
+from tests.helpers.embedders import DOCS, one_line
+from tests.helpers.network import closed_port
 
 pytest.importorskip("networkx", reason="needs the [corpus] extra")
-
-DOCS = [
-    Document("gull", "Gull Rock", "The lighthouse on Gull Rock was built of granite in 1871.", ("Martha Quill",)),
-    Document("quill", "Martha Quill", "Martha Quill kept the Gull Rock light. She wrote diaries about puffins."),
-    Document("ferry", "Port Ellis", "The island ferry runs twice daily from Port Ellis harbour."),
-    Document("mill", "Ellis Mill", "The mill at Port Ellis ground barley until 1930."),
-]
-
-
-def one_line(error: pytest.ExceptionInfo) -> str:
-    message = str(error.value)
-    assert "\n" not in message, message
-    return message
 
 
 def letters(texts: list[str]) -> np.ndarray:
     """What the fake server's embedder gives: letter counts, unit length."""
     v = np.array([letter_counts(t) for t in texts], dtype=np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("spec", ["minilm", "bundled:e5", "hf:", "openai:localhost:8000/v1#m",

@@ -9,16 +9,7 @@ import pytest
 
 from ragfunnel.corpus.index import nearest
 from ragfunnel.retrieve.faiss_search import FaissConfig, FaissIndex, build, choose_kind, default_params
-
-DIM = 32
-CENTERS = np.random.default_rng(0).standard_normal((100, DIM), dtype=np.float32)
-
-
-def clustered(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = CENTERS[rng.integers(len(CENTERS), size=n)] + rng.standard_normal((n, DIM), dtype=np.float32)
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
+from tests.helpers.vectors import clustered
 
 
 @pytest.fixture(scope="module")

@@ -18,19 +18,11 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.corpus.index_manifest import FAISS_FILE, file_sha256
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
-from ragfunnel.types import Document
-from tests.test_faiss import DIM, clustered
+from tests.helpers.vectors import DIM, clustered, corpus
 
 pytest.importorskip("networkx", reason="needs the [corpus] extra")
 
-WORDS = "gull rock light keeper granite ferry harbour island puffin gannet cliff diary storm lamp tower".split()
 REBUILD = "rebuild it with `ragfunnel index CORPUS --out"
-
-
-def corpus() -> list[Document]:
-    """Twenty documents of 60 words: 240 passages of 5 words."""
-    rng = np.random.default_rng(7)
-    return [Document(f"d{i}", f"Title {i}", " ".join(rng.choice(WORDS, size=60))) for i in range(20)]
 
 
 @pytest.fixture(autouse=True)

@@ -7,28 +7,8 @@ from ragfunnel.corpus.funnel import FunnelRetriever, default_top_clusters
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError
-from ragfunnel.types import Document
-
-DOCS = [
-    Document("gull", "Gull Rock", "The lighthouse on Gull Rock was built of granite in 1871. " * 3, ("Martha Quill",)),
-    Document("quill", "Martha Quill", "Martha Quill kept the Gull Rock light. She wrote diaries about puffins.",
-             ("Gull Rock",)),
-    Document("ferry", "Port Ellis", "The island ferry runs twice daily from Port Ellis harbour."),
-    Document("mill", "Ellis Mill", "The mill at Port Ellis ground barley until 1930."),
-]
-
-
-class WordOverlap:
-    """Scores a text by how many of the question's words it contains (a transparent stand-in ranker)."""
-
-    def __init__(self):
-        self.seen: list[list[str]] = []
-
-    def score(self, question, items):
-        texts = [i.render() if isinstance(i, Document) else i for i in items]
-        self.seen.append(texts)
-        words = set(question.lower().replace("?", "").split())
-        return np.array([len(words & set(t.lower().replace(".", " ").split())) for t in texts], dtype=float)
+from tests.helpers.corpora import DOCS
+from tests.helpers.rankers import WordOverlap
 
 
 @pytest.fixture

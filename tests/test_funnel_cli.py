@@ -10,8 +10,8 @@ from ragfunnel.cli.funnel import funnel
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import ConfigError
 from ragfunnel.journal import VERSION_KEY
-from tests.test_distill import FixedCosines, TinyCrossEncoder, fake_models  # noqa: F401 (a fixture)
-from tests.test_funnel import DOCS, WordOverlap
+from tests.helpers.corpora import DOCS
+from tests.helpers.rankers import FixedCosines, TinyCrossEncoder, WordOverlap
 
 
 def run(*args: str):
@@ -20,7 +20,7 @@ def run(*args: str):
 
 
 @pytest.fixture
-def distilling(tmp_path, monkeypatch, fake_models):  # noqa: F811
+def distilling(tmp_path, monkeypatch, fake_models):
     """A tiny index and training set; word overlap as the pre-ranker and the teacher; what the CLI passed on."""
     from ragfunnel.corpus import distill
     from ragfunnel.retrieve import attention, embed, rerank

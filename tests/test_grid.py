@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ragfunnel.errors import ConfigError, ModelError
+from ragfunnel.errors import ConfigError
 from ragfunnel.journal import ROWS_FILE
 from ragfunnel.scaling.grid import (
     Config,
@@ -17,28 +17,7 @@ from ragfunnel.scaling.grid import (
     within_budget,
 )
 from ragfunnel.scaling.summary import summarize
-from ragfunnel.types import Example, Prediction, StageTrace, Trace
-
-
-class FakeMethod:
-    """Answers "Paris" when it retrieves documents, else "London"; call j of n reads 100(k+1)(m+1) + 10j tokens."""
-
-    def __init__(self, config, fail=False):
-        self.config, self.fail = config, fail
-
-    def run(self, question):
-        if self.fail:
-            raise ModelError("the model crashed")
-        k, m, n = self.config.theta
-        calls = [StageTrace(f"call{j}", input_tokens=100 * (k + 1) * (m + 1) + 10 * j) for j in range(n)]
-        return Prediction("Paris" if k else "London", "fake", [], Trace(calls))
-
-
-def examples(n):
-    return [Example(id=f"q{i}", question=f"Where is landmark {i}?", answers=["Paris"]) for i in range(n)]
-
-
-CONFIGS = [Config("zero-shot", 0, 0), Config("rag", 1, 0), Config("iterdrag", 1, 0, 2)]
+from tests.helpers.runs import CONFIGS, FakeMethod, examples
 
 
 def test_config_names_and_validation():

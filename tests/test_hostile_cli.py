@@ -14,7 +14,6 @@ import pytest
 from click.testing import CliRunner
 
 from ragfunnel.cli.common import Command
-from ragfunnel.cli.main import main
 from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import InputError
 from ragfunnel.eval.datasets import load_dataset
@@ -22,21 +21,8 @@ from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
 from ragfunnel.methods.demonstrations import Demonstration, load_demonstrations, save_demonstrations
 from ragfunnel.types import Document
-from tests.test_scale_cli import DRAG_GRID, write_run
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(main, list(map(str, args)))
-
-
-def one_line(result, match: str, code: int = 1) -> str:
-    """The result's single stderr line, checked: the exit code, no traceback, ``match`` in it."""
-    assert result.exit_code == code, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert match in lines[0], lines[0]
-    return lines[0]
+from tests.helpers.cli import invoke, one_line
+from tests.helpers.runs import DRAG_GRID, write_run
 
 
 @pytest.fixture

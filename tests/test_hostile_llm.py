@@ -16,7 +16,7 @@ from ragfunnel.errors import BackendUnavailable, ConfigError, ModelError
 from ragfunnel.llm import bundled, fingerprint, registry
 from ragfunnel.llm.openai import OpenAICompatibleLLM
 from tests.fake_openai import send_json
-from tests.test_registry_and_http import free_port
+from tests.helpers.network import free_port
 
 
 @pytest.fixture(autouse=True)

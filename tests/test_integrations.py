@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_cli import run
-from tests.test_documents_cli import TINY, _folder
+from tests.helpers.cli import TINY, run
+from tests.helpers.documents import _folder
 
 
 @pytest.fixture(scope="module")

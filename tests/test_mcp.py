@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import anyio
@@ -12,33 +11,10 @@ pytest.importorskip("mcp", reason="needs the [mcp] extra")
 from mcp import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from tests.test_cli import RAGFUNNEL  # noqa: E402
+from tests.helpers.cli import RAGFUNNEL  # noqa: E402
+from tests.helpers.mcp_client import error_text, payload, session_run  # noqa: E402
 
 TINY = "bundled:smollm2-135m"
-
-
-def session_run(root, calls, *args):
-    """Start ``ragfunnel mcp --root ROOT`` over stdio and run ``calls(session)`` against it."""
-    params = StdioServerParameters(command=RAGFUNNEL, args=["mcp", "--root", str(root), *args],
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-    async def main():
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            return await calls(session)
-
-    return anyio.run(main)
-
-
-def payload(result):
-    assert not result.is_error, result.content
-    return result.structured_content.get("result", result.structured_content) if result.structured_content else \
-        json.loads(result.content[0].text)
-
-
-def error_text(result):
-    assert result.is_error
-    return result.content[0].text
 
 
 @pytest.fixture
@@ -106,7 +82,7 @@ def test_streamable_http_needs_its_token(root):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    from tests.test_registry_and_http import free_port
+    from tests.helpers.network import free_port
 
     port = free_port()
     proc = subprocess.Popen([RAGFUNNEL, "mcp", "--root", str(root), "--http", str(port), "--token", "tok"],

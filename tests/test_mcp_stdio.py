@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="needs the [mcp] extra")
 from ragfunnel.serve.mcp_stdio import MAX_LINE_BYTES, Refused, parse_message  # noqa: E402
-from tests.test_cli import RAGFUNNEL  # noqa: E402
+from tests.helpers.cli import RAGFUNNEL  # noqa: E402
 
 REPLY_SECONDS = 20
 DEEP_ARGUMENT = "[" * 5000 + "]" * 5000

@@ -151,8 +151,8 @@ def test_added_documents_are_kept_in_the_services_store(root):
 def test_a_search_runs_as_a_job_with_its_own_size(root, monkeypatch):
     from ragfunnel import api
     from ragfunnel.corpus.index_build import build_index
-    from tests.test_drag import corpus
-    from tests.test_funnel import WordOverlap
+    from tests.helpers.corpora import corpus
+    from tests.helpers.rankers import WordOverlap
 
     monkeypatch.setattr("ragfunnel.methods.funnel.load_pre_ranker", lambda *a, **k: WordOverlap())
     monkeypatch.setattr("ragfunnel.retrieve.attention.load_post_ranker", lambda *a, **k: WordOverlap())
@@ -230,7 +230,7 @@ def test_a_question_over_the_services_limit_is_refused_before_any_job(root):
 
 def test_mcp_and_serve_refuse_a_long_question_in_the_same_words(root):
     pytest.importorskip("fastapi", reason="needs the [serve] extra")
-    from tests.test_serve_hostile import served
+    from tests.helpers.serve import served
 
     question = "q" * 20_001
     with served() as c:

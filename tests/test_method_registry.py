@@ -15,7 +15,8 @@ from ragfunnel.methods import (
     method_kind,
     options_of,
 )
-from tests.test_funnel import DOCS, WordOverlap
+from tests.helpers.corpora import DOCS
+from tests.helpers.rankers import WordOverlap
 
 CONTEXT = "Martha Quill kept the Gull Rock light. The ferry runs twice daily from Port Ellis."
 

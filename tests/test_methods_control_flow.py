@@ -8,23 +8,7 @@ import ragfunnel
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
-
-# Ten-word paragraphs; chunk_words=10 makes each one a chunk.
-PARAGRAPHS = [
-    "The lighthouse on Gull Rock was built from granite, 1871.",
-    "Its first keeper, Martha Quill, tended the lamp thirty years.",
-    "A storm in 1902 cracked the lantern glass badly overnight.",
-    "The island ferry runs twice daily from Port Ellis harbour.",
-    "Quill's diaries describe the seabird colonies and fierce winter gales.",
-    "In 1950 the light was automated; the cottage was sold.",
-]
-CONTEXT = "\n\n".join(PARAGRAPHS)
-
-
-def scripted(answer="Martha Quill", draft="Rationale: the keeper Martha Quill kept the lamp. Answer: Martha Quill"):
-    def reply(prompt, i):
-        return draft if prompt.rstrip().endswith("Rationale:") else answer
-    return reply
+from tests.helpers.methods import CONTEXT, PARAGRAPHS, scripted
 
 
 def test_order_preserving_keeps_document_order_and_vanilla_keeps_score_order():

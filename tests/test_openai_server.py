@@ -9,7 +9,7 @@ import pytest
 from ragfunnel.llm import bundled, resolve
 from ragfunnel.methods import make_method
 from tests.conftest import hotpot_context
-from tests.test_registry_and_http import free_port
+from tests.helpers.network import free_port
 
 httpx = pytest.importorskip("httpx", reason="needs the [openai] extra")
 

@@ -34,7 +34,7 @@ from ragfunnel.bounded import (
 from ragfunnel.errors import InputError
 from ragfunnel.llm.fake import FakeLLM
 from ragfunnel.llm.speed import SpeedProfile
-from tests.test_cli import RAGFUNNEL
+from tests.helpers.cli import RAGFUNNEL
 
 DEEP = "[" * 100_000 + "]" * 100_000  # the speed file of the report: 200 KB, past the smaller caps too
 NESTED = "[" * 10_000 + "]" * 10_000  # within every cap: refused for its depth alone
@@ -252,7 +252,7 @@ def test_ask_refuses_a_calibration_that_is_a_fifo_or_a_device_in_one_line(tmp_pa
 
 def test_serve_refuses_a_fifo_calibration_before_it_listens(tmp_path, fifo):
     pytest.importorskip("uvicorn", reason="needs the [serve] extra")
-    from tests.test_registry_and_http import free_port
+    from tests.helpers.network import free_port
 
     line = run_refused(["serve", "--port", str(free_port()), "--calibration", str(fifo)], tmp_path)
     assert f"calibration file {fifo} is not a regular file" in line

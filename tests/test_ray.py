@@ -191,7 +191,7 @@ def test_killing_a_worker_mid_run_loses_and_duplicates_nothing(ray_cluster, tmp_
 
 @pytest.mark.model
 def test_scale_grid_on_ray_gives_the_rows_of_a_one_process_run(ray_cluster, tmp_path):
-    from tests.test_scale_cli import grid_inputs
+    from tests.helpers.runs import grid_inputs
 
     dataset, demos = grid_inputs(tmp_path)
     args = ["scale", "grid", str(dataset), "--index", str(tmp_path / "ix"), "--budgets", "2k", "--strategies",
@@ -212,7 +212,7 @@ def test_sigterm_stops_a_ray_run_saying_what_is_saved_and_a_resume_finishes_it(t
     import subprocess
 
     pytest.importorskip("ray", reason="needs the [ray] extra")
-    from tests.test_cli import RAGFUNNEL
+    from tests.helpers.cli import RAGFUNNEL
 
     examples = hotpot_examples(4)
     data = tmp_path / "d.jsonl"

@@ -19,7 +19,8 @@ from ragfunnel.corpus.index_build import build_index
 from ragfunnel.errors import BackendUnavailable
 from ragfunnel.ray_cluster import RayOptions
 from tests.conftest import SHARED
-from tests.test_embedders import DOCS, closed_port, one_line
+from tests.helpers.embedders import DOCS, one_line
+from tests.helpers.network import closed_port
 
 pytest.importorskip("networkx", reason="needs the [corpus] extra")
 

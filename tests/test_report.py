@@ -6,34 +6,15 @@ import pytest
 from click.testing import CliRunner
 
 from ragfunnel.cli.main import main
-from ragfunnel.errors import ConfigError, InputError, ModelError
+from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.eval.report import budget_curves, summarise_run, write_report
 from ragfunnel.eval.runner import run_eval
 from ragfunnel.journal import ROWS_FILE
 from ragfunnel.llm import FakeLLM
 from ragfunnel.llm.registry import registered
 from ragfunnel.methods import make_method
-from ragfunnel.types import Document, Example
-
-# Words 0-60 are filler, 61-66 the supporting passage; 20-word chunks put it in the last chunk.
-PASSAGES = [Document("Fill", "Fill", " ".join(f"filler{i}" for i in range(60))),
-            Document("Bridge", "Bridge", "The bridge opened in 1932.")]
-CONTEXT = "\n\n".join(d.render() for d in PASSAGES)
-
-
-def unreachable(prompt, i):
-    raise ModelError("the server at http://localhost:9 is unreachable")
-
-
-def make_run(path, budget, n=3):
-    llm = FakeLLM(lambda prompt, i: "1932" if "opened in 1932" in prompt else "unknown")
-    methods = {"op": make_method("op", strong=llm, budget=budget, chunk_words=20),
-               "lc": make_method("lc", strong=llm),
-               "vanilla": make_method("vanilla", strong=FakeLLM(unreachable), budget=budget, chunk_words=20)}
-    exs = [Example(id=str(i), question="When did the bridge open?", context=CONTEXT, answers=["1932"],
-                   passages=PASSAGES, meta={"supporting_titles": ["Bridge"]}) for i in range(n)]
-    received = {"op": {"budget": budget}, "lc": {}, "vanilla": {"budget": budget}}  # as `ragfunnel eval` records
-    run_eval(exs, methods, path, config={"dataset": "bridges.jsonl", "method_options": received}, progress=False)
+from ragfunnel.types import Example
+from tests.helpers.runs import CONTEXT, make_run
 
 
 def test_report_renders_tables_and_non_empty_plots(tmp_path):

@@ -12,7 +12,7 @@ from ragfunnel.cli.evaluate import _eval_table
 from ragfunnel.eval.report import ACCURACY_DEFINITION, RIGHT_DEFINITION, summarise_run, write_report
 from ragfunnel.eval.runner import EvalRow
 from ragfunnel.journal import CONFIG_FILE, ROWS_FILE
-from tests.test_report import make_run
+from tests.helpers.runs import make_run
 
 
 def row(i, method, seconds, *, cached=False, metrics=None, confidence=None):
@@ -87,12 +87,12 @@ def test_every_report_plot_keeps_its_legends_in_the_saved_image(tmp_path, saved_
 def test_the_scaling_plots_keep_their_legends_in_the_saved_image(tmp_path, saved_figures):
     from ragfunnel.cli.scale import scale
     from ragfunnel.scaling.summary_files import write_summary
-    from tests import test_scale_cli, test_summary
+    from tests.helpers import grid_rows, runs
 
-    grid = test_summary.write_run(tmp_path / "grid", [r for c, f, t in test_summary.TABLE
-                                                     for r in test_summary.rows(c, f, t)])
+    grid = grid_rows.write_run(tmp_path / "grid", [r for c, f, t in grid_rows.TABLE
+                                                  for r in grid_rows.rows(c, f, t)])
     write_summary(grid, [4000, 1000], "f1")
-    run = test_scale_cli.write_run(tmp_path / "run", test_scale_cli.DRAG_GRID)
+    run = runs.write_run(tmp_path / "run", runs.DRAG_GRID)
     result = CliRunner().invoke(scale, ["fit", str(run), "--metric", "f1", "--out", str(tmp_path / "fit.json")])
     assert result.exit_code == 0, result.output
     assert {name for name, _, _ in saved_figures} == {"quality_vs_context.png", "fit_predicted_vs_actual.png"}

@@ -26,8 +26,8 @@ from ragfunnel.llm.openai import OpenAICompatibleLLM
 from ragfunnel.methods import make_method
 from ragfunnel.types import Example
 from tests.fake_openai import send_json
-from tests.test_cli import RAGFUNNEL
-from tests.test_registry_and_http import free_port
+from tests.helpers.cli import RAGFUNNEL
+from tests.helpers.network import free_port
 
 SERVER = Path(__file__).with_name("fake_openai.py")
 
@@ -228,8 +228,8 @@ def stops_on_call(n: int):
 def test_ctrl_c_in_a_grid_keeps_the_finished_answers(tmp_path):
     from ragfunnel.errors import Interrupted
     from ragfunnel.scaling.grid import run_grid
-    from tests.test_grid import CONFIGS, FakeMethod
-    from tests.test_grid import examples as grid_examples
+    from tests.helpers.runs import CONFIGS, FakeMethod
+    from tests.helpers.runs import examples as grid_examples
 
     interrupt = stops_on_call(3)
 

@@ -1,7 +1,6 @@
 """`ragfunnel scale fit|summary|grid|demos|loo` and `ragfunnel plan` on grid runs of synthetic rows (no model)."""
 
 import json
-import math
 
 import numpy as np
 import pytest
@@ -16,35 +15,7 @@ from ragfunnel.llm.registry import registered
 from ragfunnel.scaling.grid import Config, default_grid
 from ragfunnel.scaling.sizing import first_call_sizes
 from ragfunnel.types import Prediction, Trace
-
-EPS = 0.01
-DRAG_GRID = default_grid(["zero-shot", "rag", "drag"], documents=(0, 1, 2, 5, 10), shots=(0, 1, 2, 4))
-
-
-def f1_of(config):
-    """The run's truth: logit F1 = 0.4 ln(k+ε) + 0.15 ln(m+ε) - 1."""
-    k, m, _ = config.theta
-    return 1 / (1 + math.exp(-(0.4 * math.log(k + EPS) + 0.15 * math.log(m + EPS) - 1)))
-
-
-def tokens_of(config):
-    k, m, _ = config.theta
-    return 100 + 100 * k * (m + 1) + 50 * m
-
-
-def write_run(run_dir, configs, budgets=(1000, 4000)):
-    run_dir.mkdir()
-    (run_dir / "config.json").write_text(json.dumps({"dataset": "synthetic", "budgets": list(budgets)}))
-    with (run_dir / "rows.jsonl").open("w") as out:
-        for c in configs:
-            for q in ("q0", "q1"):
-                out.write(json.dumps({
-                    "example_id": q, "strategy": c.strategy, "documents": c.documents, "shots": c.shots,
-                    "iterations": c.iterations, "answer": "x", "references": ["y"],
-                    "metrics": {"f1": f1_of(c), "em": 0.0, "accuracy": 0.0},
-                    "effective_tokens": tokens_of(c), "max_call_tokens": tokens_of(c), "seconds": 0.5,
-                    "trace": {"stages": []}}) + "\n")
-    return run_dir
+from tests.helpers.runs import DRAG_GRID, f1_of, grid_inputs, write_run
 
 
 def test_fit_prints_the_parameters_and_writes_json_and_png(tmp_path):
@@ -151,22 +122,6 @@ def test_first_call_sizes_measure_the_methods_own_prompt_and_skip_what_cannot_fi
     assert Config("drag", 0, 4) not in sizes and Config("drag", 1, 4) not in sizes
     assert sizes[Config("drag", 5, 4)] == 104
     assert llm.calls == []  # the real model only counted tokens
-
-
-def grid_inputs(tmp_path):
-    from ragfunnel.corpus.index_build import build_index
-    from ragfunnel.types import Document
-
-    docs = [Document("d1", "Paris", "Paris is the capital of France and its largest city."),
-            Document("d2", "Lyon", "Lyon is a city in France on the Rhone."),
-            Document("d3", "Berlin", "Berlin is the capital of Germany.")]
-    build_index(docs, tmp_path / "ix", source="test")
-    dataset = tmp_path / "questions.jsonl"
-    dataset.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is the capital of France? ({i})",
-                                           "answers": ["Paris"]}) + "\n" for i in range(3)))
-    demos = tmp_path / "demos.jsonl"
-    demos.write_text(json.dumps({"question": "What is the capital of Germany?", "answer": "Berlin"}) + "\n")
-    return dataset, demos
 
 
 def test_grid_runs_drag_and_iterdrag_then_summarises(tmp_path):

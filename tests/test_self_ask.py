@@ -27,7 +27,7 @@ from ragfunnel.prompts.self_ask import (
     render_documents,
 )
 from ragfunnel.types import Document
-from tests.test_registry_and_http import _Flaky
+from tests.helpers.network import _Flaky
 
 A = Document("a", "Gull Rock", "The lighthouse on Gull Rock was built of granite.")
 B = Document("b", "Martha Quill", "Martha Quill kept the Gull Rock light for thirty years.")

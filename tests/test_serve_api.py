@@ -14,26 +14,12 @@ import pytest
 from ragfunnel.confidence import current_calibration
 
 pytest.importorskip("fastapi", reason="needs the [serve] extra")
-from fastapi.testclient import TestClient  # noqa: E402
 
 from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
 from ragfunnel.serve.jobs import Cancelled, JobQueue, QueueFull  # noqa: E402
-
-TEXT = " ".join(f"filler{i}" for i in range(700)) + " The ferry to Gull Rock leaves at nine. " + \
-    " ".join(f"more{i}" for i in range(700))
-
-
-def local(app) -> TestClient:
-    """A test client that talks to the app as a local browser or SDK does (Host 127.0.0.1:8000)."""
-    return TestClient(app, base_url="http://127.0.0.1:8000")
-
-
-def reply(prompt: str, i: int) -> str:
-    if "Rationale:" in prompt:
-        return "Rationale: the ferry to Gull Rock leaves at nine.\nAnswer: nine"
-    return "nine"
+from tests.helpers.serve import TEXT, local, reply  # noqa: E402
 
 
 @pytest.fixture
@@ -152,7 +138,7 @@ def test_the_queue_is_bounded_and_cancels_what_nobody_waits_for():
 
 def test_a_corpus_method_answers_from_an_index_the_operator_named(tmp_path):
     from ragfunnel.corpus.index_build import build_index
-    from tests.test_drag import corpus
+    from tests.helpers.corpora import corpus
 
     build_index(corpus(), tmp_path / "ix", source="test")
     settings = Settings(light="fake:light", strong="fake:strong", prefill=False,
@@ -214,7 +200,7 @@ def test_search_names_the_indexes_the_server_has(client):
 
 
 def test_documents_are_uploaded_as_files_and_answers_cite_their_pages(client, tmp_path):
-    from tests.documents_helpers import make_pdf
+    from tests.helpers.documents import make_pdf
 
     pdf = make_pdf(tmp_path / "timetable.pdf", ["Harbour notes " * 40, "The ferry to Gull Rock leaves at nine."])
     files = [("file", ("timetable.pdf", pdf.read_bytes(), "application/pdf")),

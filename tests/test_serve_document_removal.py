@@ -14,8 +14,7 @@ from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
 from ragfunnel.serve.documents import DocumentInUse, DocumentStore  # noqa: E402
-from tests.test_serve_api import TEXT, local, reply  # noqa: E402
-from tests.test_serve_hostile import LiveServer  # noqa: E402
+from tests.helpers.serve import TEXT, LiveServer, local, reply  # noqa: E402
 
 SETTINGS = {"light": "fake:light", "strong": "fake:strong", "prefill": False}
 

@@ -24,8 +24,7 @@ from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
 from ragfunnel.serve.openai_compat import CHAT_PATH  # noqa: E402
-from tests.test_serve_api import reply  # noqa: E402
-from tests.test_serve_hostile import LiveServer  # noqa: E402
+from tests.helpers.serve import LiveServer, reply  # noqa: E402
 
 EXAMPLES = 100  # per operation and mode (8 operations x 2 modes), less what a small input space runs out of
 MINIMUM_REQUESTS = 500
@@ -92,7 +91,7 @@ def options_strategy(method: str):
 
 def test_every_context_method_with_any_valid_options_answers_or_refuses_in_one_line(tmp_path, monkeypatch, caplog):
     from ragfunnel.methods import CONTEXT_METHODS
-    from tests.test_serve_api import TEXT
+    from tests.helpers.serve import TEXT
 
     monkeypatch.setenv("RAGFUNNEL_CACHE", str(tmp_path))
     caplog.set_level(logging.WARNING)

@@ -16,32 +16,20 @@ import socket
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
 
 import pytest
 
 pytest.importorskip("fastapi", reason="needs the [serve] extra")
 httpx = pytest.importorskip("httpx", reason="needs the [serve] extra")
-import uvicorn  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
 from ragfunnel.cli.main import main  # noqa: E402
-from ragfunnel.llm import Capabilities, FakeLLM, current_cancellation  # noqa: E402
-from ragfunnel.llm.base import text_sink  # noqa: E402
+from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
-from tests.test_cli import RAGFUNNEL  # noqa: E402
-from tests.test_registry_and_http import free_port  # noqa: E402
-from tests.test_serve_api import TEXT, local, reply  # noqa: E402
-
-
-@contextmanager
-def served(*, light=reply, **settings):
-    """A test client of the app over scripted models, with ``settings`` changed from the defaults."""
-    settings = {"light": "fake:light", "strong": "fake:strong", "prefill": False, **settings}
-    with registered("fake:light", FakeLLM(light, name="fake-light")), \
-            registered("fake:strong", FakeLLM(reply, name="fake-strong")), local(create_app(Settings(**settings))) as c:
-        yield c
+from tests.helpers.cli import RAGFUNNEL  # noqa: E402
+from tests.helpers.network import free_port  # noqa: E402
+from tests.helpers.serve import TEXT, LiveServer, reply, served, slow_model  # noqa: E402
 
 
 @pytest.fixture
@@ -53,7 +41,7 @@ def client():
 @pytest.fixture
 def indexed(tmp_path):
     from ragfunnel.corpus.index_build import build_index
-    from tests.test_drag import corpus
+    from tests.helpers.corpora import corpus
 
     build_index(corpus(), tmp_path / "ix", source="test")
     return str(tmp_path / "ix")
@@ -168,55 +156,6 @@ def test_the_api_docs_are_served_from_the_package(client):
 
 
 # 4. A non-streaming client that disconnects cancels its job.
-
-class LiveServer:
-    """The app on a real uvicorn in this process (a thread), for what TestClient cannot do: hang up."""
-
-    def __init__(self, app):
-        self.port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return f"http://127.0.0.1:{self.port}"
-
-    def __exit__(self, *exc):
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
-class SlowModel(FakeLLM):
-    """A model that writes a token every 50 ms for ``seconds`` and looks at its call's cancellation after each,
-    as real backends do; its text streams where its caller says."""
-
-    capabilities = Capabilities(streams_text=True)
-
-
-def slow_model(seconds: float, calls: list) -> FakeLLM:
-    """A :class:`SlowModel` that notes in ``calls`` when each of its answers starts and ends."""
-    model = SlowModel(lambda prompt, i: write(), name="slow")
-
-    def write() -> str:
-        calls.append(time.monotonic())
-        try:
-            for _ in range(int(seconds / 0.05)):
-                time.sleep(0.05)
-                cancellation = current_cancellation()
-                if cancellation is not None:
-                    cancellation.check()  # raises Cancelled once nobody wants the answer
-                sink = text_sink(model)
-                if sink is not None:
-                    sink("tok ")
-        finally:
-            calls.append(time.monotonic())
-        return "nine"
-
-    return model
-
 
 def test_a_client_that_hangs_up_cancels_its_job_streaming_or_not(caplog):
     caplog.set_level(logging.INFO, logger="ragfunnel.serve")
@@ -430,12 +369,13 @@ def test_a_speed_file_with_unusable_values_is_measured_again(tmp_path, monkeypat
 # 11. Flat vectors of another dimension than the embedder.
 
 def test_flat_vectors_of_another_dimension_are_refused_when_the_index_opens(tmp_path, monkeypatch):
+    pytest.importorskip("networkx", reason="needs the [corpus] extra")
     import numpy as np
 
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.corpus.index_build import build_index
     from ragfunnel.errors import InputError
-    from tests.test_faiss_index import corpus
+    from tests.helpers.vectors import corpus
 
     rng = np.random.default_rng(0)
 

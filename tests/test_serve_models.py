@@ -18,8 +18,8 @@ import pytest
 
 from ragfunnel.confidence import current_calibration
 from tests.browser import headless_chromium
-from tests.test_cli import RAGFUNNEL
-from tests.test_registry_and_http import free_port
+from tests.helpers.cli import RAGFUNNEL
+from tests.helpers.network import free_port
 
 httpx = pytest.importorskip("httpx", reason="needs the [serve] extra")
 pytest.importorskip("fastapi", reason="needs the [serve] extra")
@@ -236,7 +236,7 @@ def test_the_inspector_uploads_a_pdf_and_a_citation_scrolls_to_its_page(server, 
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.documents_helpers import make_pdf
+    from tests.helpers.documents import make_pdf
 
     url, _ = server
     pdf = make_pdf(tmp_path / "ferry.pdf", ["Harbour notes about gulls and boats."] * 3

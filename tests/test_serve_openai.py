@@ -16,8 +16,8 @@ uvicorn = pytest.importorskip("uvicorn", reason="needs the [serve] extra")
 from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
-from tests.test_registry_and_http import free_port  # noqa: E402
-from tests.test_serve_api import TEXT, reply  # noqa: E402
+from tests.helpers.network import free_port  # noqa: E402
+from tests.helpers.serve import TEXT, reply  # noqa: E402
 
 TOKEN = "s3cret"
 
@@ -111,7 +111,7 @@ def test_a_chat_client_that_hangs_up_mid_stream_cancels_its_job():
 
     import httpx
 
-    from tests.test_serve_hostile import LiveServer, slow_model
+    from tests.helpers.serve import LiveServer, slow_model
 
     calls: list[float] = []
     settings = Settings(light="fake:quick", strong="fake:slow", prefill=False)

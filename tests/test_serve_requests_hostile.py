@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("fastapi", reason="needs the [serve] extra")
 httpx = pytest.importorskip("httpx", reason="needs the [serve] extra")
+pytest.importorskip("pypdfium2", reason="needs the [documents] extra")
 from fastapi.exceptions import RequestValidationError  # noqa: E402
 
 from ragfunnel.bounded import MAX_JSON_DEPTH  # noqa: E402
@@ -35,10 +36,9 @@ from ragfunnel.serve.request_bodies import (  # noqa: E402
     json_body,
     shown_name,
 )
-from tests.test_document_bombs import TEXT_OPS, deflated_spaces, one_page, stream  # noqa: E402
-from tests.test_registry_and_http import free_port  # noqa: E402
-from tests.test_serve_api import TEXT, reply  # noqa: E402
-from tests.test_serve_hostile import LiveServer, served, slow_model  # noqa: E402
+from tests.helpers.documents import TEXT_OPS, deflated_spaces, one_page, stream  # noqa: E402
+from tests.helpers.network import free_port  # noqa: E402
+from tests.helpers.serve import TEXT, LiveServer, reply, served, slow_model  # noqa: E402
 
 DEEP = b"[" * 1000 + b"]" * 1000
 

@@ -7,12 +7,12 @@ import pytest
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
-from tests.test_drag import corpus
-from tests.test_funnel import WordOverlap
+from tests.helpers.corpora import corpus
+from tests.helpers.rankers import WordOverlap
 
 pytest.importorskip("fastapi", reason="needs the [serve] extra")
 from ragfunnel.serve.answering import ServiceState  # noqa: E402
-from tests.test_serve_hostile import served  # noqa: E402
+from tests.helpers.serve import served  # noqa: E402
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from ragfunnel.llm import FakeLLM
 from ragfunnel.methods.demonstrations import Demonstration
 from ragfunnel.scaling.grid import Config
 from ragfunnel.scaling.sizing import GridMethods, open_index
-from tests.test_scale_cli import grid_inputs
+from tests.helpers.runs import grid_inputs
 
 DEMO = Demonstration("What is the capital of Germany?", "Berlin")  # the one in grid_inputs' demonstrations file
 

@@ -1,8 +1,6 @@
 """Every method reports each stage once, complete, when it is done, and says when the long ones begin: what a
 listener streams is the final trace, with no stage sent twice or renamed afterwards."""
 
-import json
-
 import pytest
 
 from ragfunnel.corpus.index import CorpusIndex
@@ -10,31 +8,10 @@ from ragfunnel.corpus.index_build import build_index
 from ragfunnel.llm import FakeLLM
 from ragfunnel.methods import make_method
 from ragfunnel.types import Document, StageTrace, on_stage, stage_detail, stage_done
-from tests.test_funnel import WordOverlap
-from tests.test_methods_control_flow import CONTEXT, scripted
+from tests.helpers.methods import CONTEXT, Listener, scripted, streamed
+from tests.helpers.rankers import WordOverlap
 
 QUESTION = "Who kept the Gull Rock lamp?"
-
-
-class Listener:
-    """Snapshots of every stage as it was reported (later edits to the object would not show here)."""
-
-    def __init__(self):
-        self.done: list[str] = []
-        self.started: list[str] = []
-
-    def on_done(self, stage):
-        self.done.append(json.dumps(stage.to_dict(), sort_keys=True, default=str))
-
-    def final(self, prediction) -> list[str]:
-        return [json.dumps(s.to_dict(), sort_keys=True, default=str) for s in prediction.trace.stages]
-
-
-def streamed(run):
-    listener = Listener()
-    with on_stage(listener.on_done, started=listener.started.append):
-        prediction = run()
-    return listener, prediction
 
 
 @pytest.mark.parametrize("method, options", [

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from ragfunnel.confidence.calibration import SHIPPED, CalibrationFile
-from tests.test_cli import run
+from tests.helpers.cli import run
 
 pytestmark = pytest.mark.model
 

@@ -127,8 +127,8 @@ def test_ask_over_a_chinese_pdf_cites_its_pages(tmp_path):
     from ragfunnel.documents import read_context
     from ragfunnel.llm.fake import FakeLLM
     from ragfunnel.methods import make_method
-    from tests.documents_helpers import make_unicode_pdf
-    from tests.test_cli import run
+    from tests.helpers.cli import run
+    from tests.helpers.documents import make_unicode_pdf
 
     pages = [_REPORT[:600], "附件：全市森林覆盖率达到19.01%，比上年提高两个百分点。" + _REPORT[600:900], _REPORT[900:]]
     pdf = make_unicode_pdf(tmp_path / "报告.pdf", pages)

@@ -1,10 +1,19 @@
-"""Small files in each format, built byte by byte, for reader tests (known pages, damaged parts, bombs)."""
+"""Documents for reader tests: small files in each format, built byte by byte (known pages, damaged parts,
+bombs), a folder of them, and the shared real files made by other people's tools."""
 
 from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED
+
+REAL = SHARED / "documents_real"
+needs_real = pytest.mark.skipif(not REAL.exists(), reason=f"shared documents not found at {REAL}")
 
 
 def make_pdf(path: Path, pages: list[str], *, roman_first: int = 0) -> Path:
@@ -78,6 +87,33 @@ def write_pdf(path: Path, objects: list[bytes]) -> Path:
     return path
 
 
+TEXT_OPS = b"BT /F1 12 Tf 72 720 Td (Gull Rock timetable) Tj ET\n"
+MIB = 1024 * 1024
+
+
+def stream(data: bytes, dictionary: bytes = b"") -> bytes:
+    return b"<< /Length %d %s >>\nstream\n" % (len(data), dictionary) + data + b"\nendstream"
+
+
+def one_page(path: Path, *contents: bytes, kids: bytes = b"[3 0 R]", count: int = 1) -> Path:
+    """A PDF whose page 3 draws the content streams ``contents`` (objects 5, 6 ...) in Helvetica."""
+    refs = b" ".join(b"%d 0 R" % (5 + i) for i in range(len(contents)))
+    return write_pdf(path, [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids %s /Count %d >>" % (kids, count),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents [%s] "
+        b"/Resources << /Font << /F1 4 0 R >> >> >>" % refs,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        *contents])
+
+
+def deflated_spaces(mib: int, *, after: bytes = TEXT_OPS) -> bytes:
+    """``after`` behind ``mib`` MiB of spaces, deflated a MiB at a time (never held whole)."""
+    deflater = zlib.compressobj(9)
+    spaces = b" " * MIB
+    return b"".join([*(deflater.compress(spaces) for _ in range(mib)), deflater.compress(after), deflater.flush()])
+
+
 CONTAINER = b"""<?xml version="1.0"?>
 <container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>
 <rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles></container>"""
@@ -107,3 +143,14 @@ def make_epub(path: Path, chapters: list[tuple[str, str]], *, extra: dict[str, b
         for name, data in (extra or {}).items():
             z.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)
     return path
+
+
+def _folder(tmp_path):
+    folder = tmp_path / "notes"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "harbour.md").write_text("# Harbour\n\nThe ferry to Gull Rock leaves at nine every morning.\n\n"
+                                       "## Gulls\n\nGulls nest on the rock in spring.\n")
+    make_pdf(folder / "sub" / "timetable.pdf", ["Winter timetable", "The last boat returns at six."])
+    make_epub(folder / "tales.epub", [("Chapter 1. Storms.", "A storm sank the old pier in 1998."),
+                                      ("Chapter 2. Lights.", "The lighthouse keeper is called Ada Brun.")])
+    return folder

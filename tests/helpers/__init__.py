@@ -1,0 +1,1 @@
+"""Helpers shared by test modules: imported from here, never from another test module."""
