@@ -19,7 +19,7 @@ from ragfunnel.retrieve.embedders import SERVER_BATCH, EmbedderInfo, RecordedEmb
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
 from tests.fake_openai import letter_counts
 from tests.helpers.embedders import DOCS, one_line
-from tests.helpers.network import closed_port
+from tests.helpers.network import free_port
 
 pytest.importorskip("networkx", reason="needs the [corpus] extra")
 
@@ -70,7 +70,7 @@ def test_an_unreachable_server_is_one_line(monkeypatch):
     from ragfunnel.retrieve.embedders import OpenAIEmbedder
 
     monkeypatch.setattr(OpenAIEmbedder, "backoff_seconds", 0.0)
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(BackendUnavailable) as e:
         resolve_embedder(f"openai:{url}#m").encode(["x"])
     assert one_line(e).startswith(f"cannot reach {url}/embeddings: ") and one_line(e).endswith("(3 attempts)")
@@ -159,7 +159,7 @@ def test_searching_with_the_embedder_gone_is_one_line_naming_it(tmp_path, embedd
     spec = f"openai:{url}#m"
     build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec)
     moved = tmp_path / "ix" / "manifest.json"
-    gone = f"http://127.0.0.1:{closed_port()}/v1"
+    gone = f"http://127.0.0.1:{free_port()}/v1"
     forged = json.loads(moved.read_text().replace(url, gone))  # as if the server had moved away since
     forged["manifest_sha256"] = sha256_of_fields(forged)
     moved.write_text(json.dumps(forged))

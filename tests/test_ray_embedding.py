@@ -20,7 +20,7 @@ from ragfunnel.errors import BackendUnavailable
 from ragfunnel.ray_cluster import RayOptions
 from tests.conftest import SHARED
 from tests.helpers.embedders import DOCS, one_line
-from tests.helpers.network import closed_port
+from tests.helpers.network import free_port
 
 pytest.importorskip("networkx", reason="needs the [corpus] extra")
 
@@ -96,7 +96,7 @@ def test_a_ray_build_with_a_server_embedder_equals_a_one_process_build(ray_clust
 
 
 def test_a_worker_that_cannot_reach_the_embedder_fails_the_build_in_one_line(ray_cluster, tmp_path):
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(BackendUnavailable) as e:
         build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=f"openai:{url}#m",
                     ray=RayOptions(actors=1))

@@ -8,12 +8,8 @@ from tests.fake_openai import send_json
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def closed_port() -> int:
+    """A loopback port nothing listens on (the socket that found it is closed): for a server to start on, or to
+    find nothing at."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
