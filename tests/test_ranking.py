@@ -50,3 +50,26 @@ def test_without_minilm_the_ranking_is_bm25_alone_with_one_warning(monkeypatch, 
     np.testing.assert_allclose(first, ranking.bm25_scores("who was the keeper?", chunks))
     warned = [r for r in caplog.records if "BM25 alone" in r.getMessage()]
     assert len(warned) == 1 and "embed" in warned[0].getMessage()
+
+
+def test_past_dense_max_chunks_only_bm25s_best_are_embedded_and_the_rest_score_the_lowest_cosine(monkeypatch):
+    embedded = []
+
+    class Recording:
+        def encode(self, texts):
+            embedded.extend(texts)
+            return np.array([[1.0, float(len(t) % 7)] for t in texts], dtype=np.float32)
+
+    monkeypatch.setattr("ragfunnel.retrieve.embed.bundled_embedder", lambda: Recording())
+    monkeypatch.setattr(ranking, "PIECES", PieceVectors())
+    n = ranking.DENSE_MAX_CHUNKS + 10
+    chunks = chunk_words(" ".join(f"filler{i} keeper" if i % 2 else f"filler{i} other" for i in range(n * 5)),
+                         chunk_words=5)
+    question = "who was the keeper?"
+    bm25 = ranking.bm25_scores(question, chunks)
+    best = set(np.argsort(-bm25, kind="stable")[:ranking.DENSE_MAX_CHUNKS].tolist())
+    scores = question_scores(question, chunks)
+    assert len(embedded) == 1 + ranking.DENSE_MAX_CHUNKS  # the question and each of the best chunks, once
+    assert set(embedded[1:]) == {chunks[i].text for i in best}
+    rest = [i for i in range(n) if i not in best]
+    np.testing.assert_allclose(scores[rest], ranking.max_normalize(bm25)[0][rest] + 0.0)
