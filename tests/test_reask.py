@@ -50,6 +50,8 @@ def test_a_second_answer_that_fails_too_leaves_the_first():
     assert p.answer == "Norway"
     escalate = next(s for s in p.trace.stages if s.name == "escalate")
     assert escalate.detail["reask"] == {"check": "type", "answer": "not mentioned", "kept": False}
+    names = [s.name for s in p.trace.stages]
+    assert names.count("confidence") == 1 and names.index("confidence") < names.index("reask")  # not assessed again
 
 
 def test_a_fitting_answer_is_not_asked_again_nor_is_anything_when_turned_off():

@@ -63,9 +63,10 @@ def reask(prediction: Prediction, *, question: str, task: str, llm: LLM, max_tok
                           question=f"{question}\n{note(question, prediction.answer, check)}",
                           chunks=[sc.chunk for sc in prediction.chunks_used], choices=choices,
                           max_tokens=max_tokens, detail={"failed_check": check})
+    kept = not declines(gen.answer) and check_answer(question, gen.answer) is None
+    record = {"check": check, "answer": gen.answer, "kept": kept}
+    if not kept:  # the first answer stands, with its confidence: the second is never assessed
+        return Reread(prediction, [gen.stage], record)
     again = as_prediction(prediction.method, replace(gen, question=question), prediction.chunks_used, [gen.stage],
                           ranking=prediction.ranking)
-    kept = not declines(again.answer) and check_answer(question, again.answer) is None
-    record = {"check": check, "answer": again.answer, "kept": kept}
-    stages = list(again.trace.stages)
-    return Reread(again if kept else prediction, stages, record)
+    return Reread(again, list(again.trace.stages), record)

@@ -31,11 +31,12 @@ from ragfunnel.types import Chunk
 log = logging.getLogger(__name__)
 
 DENSE_WINDOW = 100  # words per piece a chunk is embedded in: MiniLM reads at most 256 tokens
-# Beyond this many chunks (about 6,400 words at 100 a chunk) only BM25's best are embedded: MiniLM reads some
-# 4,000 tokens a second on two cores, a second per 30 chunks. Over 152 questions in 30,000-word contexts
-# (benchmarks/dense_candidates.py) the ranking kept the evidence for the same questions with BM25's best 48, 64,
-# 96 or 192 chunks embedded (32: one question lost); 64 leaves a margin.
-DENSE_MAX_CHUNKS = 64
+# Beyond this many chunks (about 19,000 words at 100 a chunk) only BM25's best are embedded: MiniLM reads some
+# 4,000 tokens a second on two cores, a second per 30 chunks. Over 152 English questions in 30,000-word contexts
+# (benchmarks/dense_candidates.py) BM25's best 48 held every chunk the ranking kept the evidence with, but on the
+# shared German PDF an English question's evidence ranked past BM25's 64th chunk (benchmarks/RESULTS.md): a
+# question in other words than its document's needs MiniLM to look further.
+DENSE_MAX_CHUNKS = 192
 CACHED_PIECES = 16_384  # piece vectors kept per process (6 MB): a second question embeds nothing again
 
 
