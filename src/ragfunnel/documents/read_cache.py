@@ -1,9 +1,9 @@
 """Files read once: what the PDF, DOCX and EPUB readers made of a file, kept across processes by the file's bytes.
 
-Reading the shared 117-page PDF takes about a second (in a child process, within the limits), *Moby-Dick*'s
-EPUB a quarter of one; a later question about the same file, in another process, finds its text and page map
-kept. A reading is an entry of the document cache (:mod:`ragfunnel.retrieve.document_cache`: the same bound,
-eviction, damaged-entry handling, ``--no-cache`` and ``ragfunnel cache clear``), named by the SHA-256 of
+Reading the shared 117-page PDF takes 0.6 s (in a child process, within the limits), *Moby-Dick*'s EPUB 0.3 s;
+a later question about the same file, in another process, finds its text and page map kept (0.02-0.03 s). A
+reading is an entry of the document cache (:mod:`ragfunnel.retrieve.document_cache`: the same bound, eviction,
+damaged-entry handling, ``--no-cache`` and ``ragfunnel cache clear``), named by the SHA-256 of
 :data:`READ_FORMAT`, ragfunnel's version, the format, its reader libraries' versions, the reading limits and the
 file's bytes. Only readings that succeeded are kept (a refusal is given again, as it was), and only when the file
 did not change while it was read. Plain text, Markdown and HTML are read faster than they would be looked up.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -31,20 +32,21 @@ READERS = {"pdf": ("pypdfium2", "pdfminer.six"), "docx": ("python-docx", "lxml")
 _HASH_BLOCK = 1 << 20
 
 
-def read_with_cache(path: Path, kind: str, limits: ReadLimits, reader: Any) -> SourceDocument:
-    """``reader(path, limits)``, or the reading kept from an earlier one of the same bytes (then named ``path``'s
-    name as given now)."""
-    if kind not in READERS or DOCUMENTS.root is None:
+def read_with_cache(path: Path, kind: str, limits: ReadLimits,
+                    reader: Callable[[Path, ReadLimits], SourceDocument]) -> SourceDocument:
+    """``reader(path, limits)`` (``kind``: one of :data:`READERS`), or the reading kept from an earlier one of the
+    same bytes (then named ``path``'s name as given now)."""
+    if DOCUMENTS.root is None:
         return reader(path, limits)
     before = _stamp(path)
     key = reading_key(path, kind, limits)
-    kept = DOCUMENTS.kept_reading(key, max_bytes=_record_bytes(before[0]),
-                                  parse=lambda record: _document_from(record, key))
+    kept = DOCUMENTS.read_meta(key, max_bytes=_record_bytes(before[0]),
+                               parse=lambda record: _document_from(record, key))
     if kept is not None:
         return SourceDocument(path.name, kept.format, kept.text, kept.sections, kept.pages)
     document = reader(path, limits)
     if _stamp(path) == before:  # a file written to while it was read: its key may not be what was read
-        DOCUMENTS.keep_reading(key, _record(key, document))
+        DOCUMENTS.write_meta(key, _record(key, document))
     return document
 
 

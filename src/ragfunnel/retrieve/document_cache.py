@@ -311,13 +311,14 @@ class DocumentCache:
         return None
 
     def _read_entry(self, key: str, text: str, *, words: int, doc_id: str) -> _Entry | None:
-        chunks = self._read_meta(key, max_bytes=_meta_bytes(text, words, doc_id),
+        chunks = self.read_meta(key, max_bytes=_meta_bytes(text, words, doc_id),
                                  parse=lambda meta: _chunks_from(meta, key, text, words=words, doc_id=doc_id))
         return None if chunks is None else _Entry(key, tuple(chunks), _boundaries(text, chunks), len(text))
 
-    def _read_meta(self, key: str, *, max_bytes: int, parse: Callable[[Any], T]) -> T | None:
-        """``parse`` of the entry's ``meta.json`` (marked used now); None when there is none, or it cannot be read,
-        or it does not parse (:class:`Damaged`: then the entry is removed, with one warning)."""
+    def read_meta(self, key: str, *, max_bytes: int, parse: Callable[[Any], T]) -> T | None:
+        """``parse`` of the entry ``key``'s ``meta.json`` (marked used now); None when there is none, or it cannot be
+        read, or it does not parse (``parse`` raises :class:`Damaged`: then the entry is removed, with one
+        warning)."""
         root = self.root
         if root is None:
             return None
@@ -346,15 +347,9 @@ class DocumentCache:
         self._touch(key)
         return parsed
 
-    # -- a file's reading (ragfunnel.documents.read_cache) --------------------------------------------
-
-    def kept_reading(self, key: str, *, max_bytes: int, parse: Callable[[Any], T]) -> T | None:
-        """``parse`` of the reading kept under ``key`` (raising :class:`Damaged` on one that does not check out:
-        it is removed with one warning), or None."""
-        return self._read_meta(key, max_bytes=max_bytes, parse=parse)
-
-    def keep_reading(self, key: str, record: Any) -> None:
-        """Keep a file's reading (JSON) under ``key``: an entry of its own, bounded and evicted like the others."""
+    def write_meta(self, key: str, record: Any) -> None:
+        """Write ``record`` (JSON) as the ``meta.json`` of the entry ``key``: for an entry of its own (a file's
+        reading, :mod:`ragfunnel.documents.read_cache`), bounded and evicted like the others."""
         self._write(key, META, json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
     def _chunk_counts(self, entry: _Entry, llm: LLM, *, only: range | None = None) -> list[int]:
