@@ -69,7 +69,7 @@ from ragfunnel.retrieve.embed import MiniLMEmbedder, minilm_directory
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
 from ragfunnel.text import word_windows
-from ragfunnel.types import Chunk, Document, Example
+from ragfunnel.types import Chunk, Document, Example, Stage, stage
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASETS = {
@@ -169,8 +169,9 @@ class Bench:
 
 def answer(llm, e: Example, passages: list[str]) -> dict:
     chunks = [Chunk(f"p{i}", t, "-", i, len(t.split())) for i, t in enumerate(passages)]
-    gen = generate_answer(llm, stage="generate", task="qa", variant="plain", question=e.question, chunks=chunks,
-                          choices=None, max_tokens=32)
+    with stage(Stage.GENERATE, n_in=len(chunks)) as trace:
+        gen = generate_answer(trace, llm, task="qa", variant="plain", question=e.question, chunks=chunks,
+                              choices=None, max_tokens=32)
     return {"answer": gen.answer, **score(e, gen.answer), "seconds": gen.stage.seconds}
 
 

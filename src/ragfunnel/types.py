@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ragfunnel.errors import ConfigError, InputError
@@ -140,7 +142,8 @@ _stage_detail: ContextVar[tuple[tuple[str, Any], ...]] = ContextVar("stage_detai
 @contextmanager
 def on_stage(done: Callable[[StageTrace], None], *, started: Callable[[str], None] | None = None) -> Iterator[None]:
     """Inside the block, in this thread: call ``done`` with every stage a method finishes (the very object its
-    trace keeps, complete) and ``started`` with the name of every stage it begins. The server streams them."""
+    trace keeps, complete) and ``started`` with the name of every stage it begins (:func:`stage` sends both).
+    The server streams them."""
     token = _stage_listeners.set(_Listeners(done, started))
     try:
         yield
@@ -159,20 +162,47 @@ def stage_detail(**extra: Any) -> Iterator[None]:
         _stage_detail.reset(token)
 
 
-def stage_started(name: str) -> None:
-    """Say that stage ``name`` begins (a long prefill or drafting shows progress from here)."""
+class Stage(StrEnum):
+    """Every stage a method or a step after it reports, by the name its trace and its events carry."""
+
+    RETRIEVE = "retrieve"  # the question's chunks or passages under the shared ranking, or an index's documents
+    RECALL = "stage1_recall"  # FB-RAG's stage I: the light model's large candidate set
+    FORWARD = "stage2_forward"  # FB-RAG's stage II: the light model's drafts re-score every chunk
+    FB_ANSWER = "stage3_generate"  # FB-RAG's stage III: the strong model answers from the precise context
+    GENERATE = "generate"  # one model answers from what the method retrieved
+    GENERATE_OR_DECLINE = "generate_or_decline"  # Self-Route's first answer, which may decline
+    STEP = "step"  # one step of a self-ask chain, numbered from 1 (``Stage.STEP.numbered(2)``: "step2")
+    FINAL = "final"  # a self-ask chain's final answer, asked for outright
+    REASK = "reask"  # ``auto``'s second reading when its answer fails its question's check
+    CHOOSE = "choose"  # ``auto`` picks its first method
+    ESCALATE = "escalate"  # ``auto``'s ladder: which rungs ran, which answered
+    CONFIDENCE = "confidence"  # the answer's signals and calibrated confidence
+    ABSTAIN = "abstain"  # the answer withheld under a confidence threshold
+    CLUSTERS = "retrieval"  # the funnel's stage 1: BM25 over clusters of linked documents
+    PRE_RANKING = "pre_ranking"  # the funnel's stage 2: the pre-ranker over documents
+    POST_RANKING = "post_ranking"  # the funnel's stage 3: the post-ranker over passages
+    FLAT_DENSE = "flat_dense"  # flat dense search over an index's passages
+
+    def numbered(self, n: int) -> str:
+        return f"{self.value}{n}"
+
+
+@contextmanager
+def stage(name: Stage | str, *, n_in: int = 0, detail: dict[str, Any] | None = None) -> Iterator[StageTrace]:
+    """Run a stage: listeners hear that it begins, the block fills in the trace it is given (tokens, counts,
+    detail), and when the block ends the trace is timed and reported done, once, complete. A block that raises
+    reports nothing: the stage did not finish. ``name`` is a :class:`Stage` (or a numbered step)."""
     listeners = _stage_listeners.get()
     if listeners is not None and listeners.started is not None:
-        listeners.started(name)
-
-
-def stage_done(stage: StageTrace) -> StageTrace:
-    """Say that ``stage`` is finished, once: the code that ran it calls this when nothing will change it."""
-    stage.detail.update(dict(_stage_detail.get()))
+        listeners.started(str(name))
+    trace = StageTrace(name=str(name), n_in=n_in, detail=dict(detail or {}))
+    started = time.perf_counter()
+    yield trace
+    trace.seconds += time.perf_counter() - started
+    trace.detail.update(dict(_stage_detail.get()))
     listeners = _stage_listeners.get()
     if listeners is not None:
-        listeners.done(stage)
-    return stage
+        listeners.done(trace)
 
 
 @dataclass

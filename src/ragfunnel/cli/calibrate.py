@@ -13,8 +13,7 @@ from ragfunnel.confidence.fitting import MIN_ROWS, Row, fit_calibration
 from ragfunnel.confidence.measures import auroc, expected_calibration_error, is_right
 from ragfunnel.errors import InputError
 from ragfunnel.eval.runner import EvalRow, load_eval
-
-DRAFTING_STAGE = "stage2_forward"  # FB-RAG's light model drafts here; every other model call is the strong one's
+from ragfunnel.types import Stage
 
 
 @click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,13 +58,14 @@ def calibrate(run_dirs: tuple[Path, ...], out: Path) -> None:
 
 def _weights(row: EvalRow) -> dict[str, str]:
     """The weights fingerprints of a row's models by role: the drafting stage's is the light model's, the
-    answering stage's (the last other stage that called a model) the strong model's."""
+    answering stage's (the last other stage that called a model) the strong model's: FB-RAG's light model drafts
+    in :attr:`Stage.FORWARD`, and every other model call is the strong one's."""
     found = {}
     for stage in row.trace.get("stages", []):
         detail = stage.get("detail")
         weights = detail.get("weights") if isinstance(detail, dict) else None
         if isinstance(weights, str):
-            found["light" if stage["name"] == DRAFTING_STAGE else "strong"] = weights
+            found["light" if stage["name"] == Stage.FORWARD else "strong"] = weights
     return found
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ragfunnel.errors import ConfigError
-from ragfunnel.types import Prediction, StageTrace, Trace, stage_done
+from ragfunnel.types import Prediction, Stage, Trace, stage
 
 # What an abstaining answer says: the word LongBench's prompts ask for when the text does not hold the
 # answer, and what Self-Route and ragfunnel.prompts.is_unanswerable read as declining.
@@ -18,14 +18,14 @@ def abstain(prediction: Prediction, below: float) -> Prediction:
     ``abstain`` stage recording the answer it withheld."""
     if prediction.confidence is None or prediction.confidence >= below:
         return prediction
-    stage = StageTrace(name="abstain", n_in=1, n_out=0,
-                       detail={"withheld": prediction.answer, "confidence": round(prediction.confidence, 4),
-                               "below": below})
-    return replace(prediction, answer=NOT_FOUND, trace=Trace([*prediction.trace.stages, stage_done(stage)]))
+    with stage(Stage.ABSTAIN, n_in=1, detail={"withheld": prediction.answer,
+                                              "confidence": round(prediction.confidence, 4), "below": below}) as trace:
+        withheld = replace(prediction, answer=NOT_FOUND)
+    return replace(withheld, trace=Trace([*prediction.trace.stages, trace]))
 
 
 def abstained(prediction: Prediction) -> bool:
-    return any(s.name == "abstain" for s in prediction.trace.stages)
+    return any(s.name == Stage.ABSTAIN for s in prediction.trace.stages)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ragfunnel.confidence.signals import (
 )
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, chosen_option, clean_answer, task_kind
-from ragfunnel.types import Completion, Prediction, SamplingParams, StageTrace, Trace, stage_done
+from ragfunnel.types import Completion, Prediction, SamplingParams, Stage, Trace, stage
 
 log = logging.getLogger(__name__)
 
@@ -129,40 +129,40 @@ def assess(prediction: Prediction, *, llm: LLM | None, task: str, question: str,
     answer = prediction.answer
     if task_kind(task) == "summary" or not answer.strip():
         return prediction
-    started = time.perf_counter()
-    calibration = current_calibration()
-    completion = prediction.completion
-    signals = logprob_signals(completion.logprobs if completion is not None else ())
-    if task_kind(task) != "choice":
-        signals |= support_signals(answer, [sc.chunk.text for sc in prediction.chunks_used],
-                                   [sc.score for sc in prediction.chunks_used])
-        signals |= rank_signals(answer, [sc.chunk.text for sc in prediction.ranking])
-    signals |= draft_signals(prediction.samples, answer)
-    signals |= form_signals(question, answer)
-    # A multiple-choice answer is one of the given options, whose form the choices set, not the question.
-    check = None
-    if task_kind(task) != "choice":
-        check = check_answer(question, answer, hop_answers)
-        signals["answer_check"] = float(check is None)
-    if light_answer is not None:
-        signals["light_agreement"] = agreement(answer, light_answer)
-    costly = read_costly and llm is not None and bool(prediction.prompt)
-    if costly and llm.capabilities.reuses_prompt and _wanted(calibration, prediction.method, "sample_agreement"):
-        again = resampled(llm, prediction.prompt, task=task, choices=choices)
-        signals["sample_agreement"] = sum(agreement(answer, a) for a in again) / len(again)
-    if costly and completion is not None and _wanted(calibration, prediction.method, "judge_yes"):
-        p = judge(llm, prediction.prompt, completion.text)
-        if p is not None:
-            signals["judge_yes"] = p
-    if llm is not None and calibration.models and (id(calibration), llm.fingerprint) not in _checked:
-        _checked.add((id(calibration), llm.fingerprint))
-        check_fingerprints(calibration, {"strong": llm.fingerprint})  # one warning if fitted on other weights
-    confidence = calibration.confidence(prediction.method, signals)
-    stage = StageTrace(name="confidence", seconds=time.perf_counter() - started, n_in=len(signals), n_out=1,
-                       detail={"confidence": None if confidence is None else round(confidence, 4),
-                               "signals": {k: round(v, 4) for k, v in signals.items()},
-                               "supported": calibration.supported(confidence),
-                               "check": check,
-                               "calibration": calibration.fitted_on or "none"})
+    with stage(Stage.CONFIDENCE) as trace:
+        calibration = current_calibration()
+        completion = prediction.completion
+        signals = logprob_signals(completion.logprobs if completion is not None else ())
+        if task_kind(task) != "choice":
+            signals |= support_signals(answer, [sc.chunk.text for sc in prediction.chunks_used],
+                                       [sc.score for sc in prediction.chunks_used])
+            signals |= rank_signals(answer, [sc.chunk.text for sc in prediction.ranking])
+        signals |= draft_signals(prediction.samples, answer)
+        signals |= form_signals(question, answer)
+        # A multiple-choice answer is one of the given options, whose form the choices set, not the question.
+        check = None
+        if task_kind(task) != "choice":
+            check = check_answer(question, answer, hop_answers)
+            signals["answer_check"] = float(check is None)
+        if light_answer is not None:
+            signals["light_agreement"] = agreement(answer, light_answer)
+        costly = read_costly and llm is not None and bool(prediction.prompt)
+        if costly and llm.capabilities.reuses_prompt and _wanted(calibration, prediction.method, "sample_agreement"):
+            again = resampled(llm, prediction.prompt, task=task, choices=choices)
+            signals["sample_agreement"] = sum(agreement(answer, a) for a in again) / len(again)
+        if costly and completion is not None and _wanted(calibration, prediction.method, "judge_yes"):
+            p = judge(llm, prediction.prompt, completion.text)
+            if p is not None:
+                signals["judge_yes"] = p
+        if llm is not None and calibration.models and (id(calibration), llm.fingerprint) not in _checked:
+            _checked.add((id(calibration), llm.fingerprint))
+            check_fingerprints(calibration, {"strong": llm.fingerprint})  # one warning if fitted on other weights
+        confidence = calibration.confidence(prediction.method, signals)
+        trace.n_in, trace.n_out = len(signals), 1
+        trace.detail.update({"confidence": None if confidence is None else round(confidence, 4),
+                             "signals": {k: round(v, 4) for k, v in signals.items()},
+                             "supported": calibration.supported(confidence),
+                             "check": check,
+                             "calibration": calibration.fitted_on or "none"})
     return replace(prediction, confidence=confidence, signals=signals, supported=calibration.supported(confidence),
-                   trace=Trace([*prediction.trace.stages, stage_done(stage)]))
+                   trace=Trace([*prediction.trace.stages, trace]))

@@ -10,7 +10,6 @@ Stage 3, post-ranking: split those documents into passages ("later chunking"); a
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +21,7 @@ from ragfunnel.retrieve.attention import PostRanker
 from ragfunnel.retrieve.fusion import best_k
 from ragfunnel.retrieve.rerank import PreRanker
 from ragfunnel.text import word_windows
-from ragfunnel.types import Document, StageTrace, stage_done
+from ragfunnel.types import Document, Stage, StageTrace, stage
 
 
 @dataclass(frozen=True)
@@ -52,16 +51,15 @@ class SearchResult:
 def flat_search(index: CorpusIndex, question: str, top_k: int, *, exact: bool = False) -> SearchResult:
     """Flat dense retrieval over the index's passages (an index built with ``--flat``): through its FAISS
     index when it has one, else (or with ``exact``) exact search over every passage vector."""
-    started = time.perf_counter()
-    best, scores = index.flat_search(question, top_k, exact=exact)
-    hits = []
-    for position, score in zip(best, scores, strict=True):
-        doc, text = index.passage(int(position))
-        hits.append(Hit(doc.id, doc.title, text, float(score)))
-    stage = stage_done(StageTrace(name="flat_dense", seconds=time.perf_counter() - started,
-                                  n_in=index.manifest.passages, n_out=len(hits),
-                                  detail={"search": "exact" if exact else index.flat_search_kind}))
-    return SearchResult(hits, [stage])
+    with stage(Stage.FLAT_DENSE, n_in=index.manifest.passages,
+               detail={"search": "exact" if exact else index.flat_search_kind}) as trace:
+        best, scores = index.flat_search(question, top_k, exact=exact)
+        hits = []
+        for position, score in zip(best, scores, strict=True):
+            doc, text = index.passage(int(position))
+            hits.append(Hit(doc.id, doc.title, text, float(score)))
+        trace.n_out = len(hits)
+    return SearchResult(hits, [trace])
 
 
 def default_top_clusters(n_clusters: int) -> int:
@@ -92,26 +90,26 @@ class FunnelRetriever:
     def retrieve(self, question: str, *, top_clusters: int | None = None) -> tuple[list[int], StageTrace]:
         """Stage 1: the documents of the top clusters by BM25, in cluster rank order (``top_clusters`` of them,
         default the retriever's)."""
-        started = time.perf_counter()
         _check_sizes(top_clusters)
-        clusters, _ = self.index.cluster_bm25.top_k(question, top_clusters or self.top_clusters)
-        doc_ids = list(dict.fromkeys(i for c in clusters for i in self.index.cluster(int(c))))
-        return doc_ids, stage_done(StageTrace(name="retrieval", seconds=time.perf_counter() - started,
-                                              n_in=self.index.n_clusters, n_out=len(clusters),
-                                              detail={"unit": "cluster", "documents": len(doc_ids)}))
+        with stage(Stage.CLUSTERS, n_in=self.index.n_clusters, detail={"unit": "cluster"}) as trace:
+            clusters, _ = self.index.cluster_bm25.top_k(question, top_clusters or self.top_clusters)
+            doc_ids = list(dict.fromkeys(i for c in clusters for i in self.index.cluster(int(c))))
+            trace.n_out = len(clusters)
+            trace.detail["documents"] = len(doc_ids)
+        return doc_ids, trace
 
     def pre_rank(self, question: str, doc_ids: list[int], *,
                  top_documents: int | None = None) -> tuple[list[Document], StageTrace]:
         """Stage 2: the top documents under the pre-ranker, best first (``top_documents`` of them, default the
         retriever's)."""
-        started = time.perf_counter()
         _check_sizes(top_documents)
-        docs = [self.index.document(i) for i in doc_ids]
-        best, _ = best_k(self.pre_ranker.score(question, docs), top_documents or self.top_documents)
-        kept = [docs[int(i)] for i in best]
-        return kept, stage_done(StageTrace(name="pre_ranking", seconds=time.perf_counter() - started,
-                                           n_in=len(docs), n_out=len(kept),
-                                           detail={"unit": "document", "ranker": type(self.pre_ranker).__name__}))
+        with stage(Stage.PRE_RANKING, n_in=len(doc_ids),
+                   detail={"unit": "document", "ranker": type(self.pre_ranker).__name__}) as trace:
+            docs = [self.index.document(i) for i in doc_ids]
+            best, _ = best_k(self.pre_ranker.score(question, docs), top_documents or self.top_documents)
+            kept = [docs[int(i)] for i in best]
+            trace.n_out = len(kept)
+        return kept, trace
 
     def passages(self, documents: list[Document]) -> list[tuple[Document, str]]:
         """Later chunking: each document cut into passages, best document's first, up to ``max_passages``."""
@@ -129,14 +127,12 @@ class FunnelRetriever:
         _check_sizes(top_passages)
         doc_ids, stage1 = self.retrieve(question, top_clusters=top_clusters)
         kept, stage2 = self.pre_rank(question, doc_ids, top_documents=top_documents)
-        started = time.perf_counter()
-        passages = self.passages(kept)
-        best, scores = best_k(self.post_scores(question, passages), top_passages or self.top_passages)
-        hits = [Hit(passages[int(i)][0].id, passages[int(i)][0].title, passages[int(i)][1], float(s))
-                for i, s in zip(best, scores, strict=True)]
-        stage3 = stage_done(StageTrace(name="post_ranking", seconds=time.perf_counter() - started,
-                                       n_in=len(passages), n_out=len(hits),
-                                       detail={"unit": "passage", "ranker": type(self.post_ranker).__name__}))
+        with stage(Stage.POST_RANKING, detail={"unit": "passage", "ranker": type(self.post_ranker).__name__}) as stage3:
+            passages = self.passages(kept)
+            best, scores = best_k(self.post_scores(question, passages), top_passages or self.top_passages)
+            hits = [Hit(passages[int(i)][0].id, passages[int(i)][0].title, passages[int(i)][1], float(s))
+                    for i, s in zip(best, scores, strict=True)]
+            stage3.n_in, stage3.n_out = len(passages), len(hits)
         return SearchResult(hits, [stage1, stage2, stage3])
 
 

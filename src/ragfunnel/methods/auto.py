@@ -58,7 +58,7 @@ from ragfunnel.methods.reask import reask
 from ragfunnel.prompts import answer_tokens, build_prompt, prompt_prefix
 from ragfunnel.retrieve.document_cache import document_chunks, text_tokens
 from ragfunnel.text import check_context
-from ragfunnel.types import Prediction, StageTrace, Trace, stage_detail, stage_done
+from ragfunnel.types import Prediction, Stage, StageTrace, Trace, stage, stage_detail
 
 log = logging.getLogger(__name__)
 
@@ -263,10 +263,10 @@ class Auto:
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         started = time.perf_counter()
-        plan = self.plan(question, context, choices=choices)
-        choose = stage_done(StageTrace(name="choose", seconds=time.perf_counter() - started,
-                                       detail={"chose": plan.method, "predicted_seconds": plan.predicted_seconds,
-                                               "why": plan.why, "prefer": self.prefer, "ladder": list(plan.ladder)}))
+        with stage(Stage.CHOOSE) as choose:
+            plan = self.plan(question, context, choices=choices)
+            choose.detail.update({"chose": plan.method, "predicted_seconds": plan.predicted_seconds, "why": plan.why,
+                                  "prefer": self.prefer, "ladder": list(plan.ladder)})
         stages, rungs, best, chosen = [choose], [], None, plan.method
         read: set[int] = set()  # chunk positions some rung has read
         everything = set(range(len(prepare(question, context, words=self.config.chunk_words)[1])))  # what LC reads
@@ -307,7 +307,9 @@ class Auto:
             best, stages = reread.prediction, stages + reread.stages
             escalated |= {"reask": reread.record} if reread.record else {}
         LEDGER.add(check_context(context), time.perf_counter() - started)
-        stages.append(stage_done(StageTrace(name="escalate", n_in=len(rungs), n_out=1, detail=escalated)))
+        with stage(Stage.ESCALATE, n_in=len(rungs), detail=escalated) as escalate:
+            escalate.n_out = 1
+        stages.append(escalate)
         return replace(best, method=f"auto:{chosen}", trace=Trace(stages))
 
     def _rung(self, name: str, question: str, context: str, *, choices: list[str] | None,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
@@ -19,7 +18,7 @@ from ragfunnel.retrieve.fusion import rank
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context
 from ragfunnel.text.hygiene import clean_text
-from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, StageTrace, Trace, stage_done, stage_started
+from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, Stage, StageTrace, Trace, stage
 
 log = logging.getLogger(__name__)
 
@@ -124,34 +123,27 @@ class Generation:
     choices: list[str] | None = None
 
 
-def timed_call(
+def recorded_call(
+    trace: StageTrace,
     llm: LLM,
     prompt: str,
     *,
-    stage: str,
     max_tokens: int,
     grammar: str | None = None,
     stop: tuple[str, ...] = (),
     keep_prefix: int = 0,
-) -> tuple[Completion, StageTrace]:
-    """One greedy call and its stage record (tokens, seconds, model, finish reason, prompt reuse), which the
-    caller completes and reports (:func:`~ragfunnel.types.stage_done`)."""
-    stage_started(stage)
-    started = time.perf_counter()
+) -> Completion:
+    """One greedy call, recorded on the open stage ``trace`` (tokens, model seconds, model, finish reason,
+    prompt reuse)."""
     completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar,
                               keep_prefix=keep_prefix)[0][0]
-    trace = StageTrace(
-        name=stage,
-        seconds=time.perf_counter() - started,
-        llm_seconds=completion.seconds,
-        input_tokens=completion.prompt_tokens,
-        output_tokens=completion.completion_tokens,
-        n_out=1,
-        detail={"model": llm.name, "weights": llm.fingerprint, "finish_reason": completion.finish_reason,
-                "cached": completion.cached,
-                **prefix_detail(llm, completion, keep_prefix)},
-    )
-    return completion, trace
+    trace.llm_seconds += completion.seconds
+    trace.input_tokens += completion.prompt_tokens
+    trace.output_tokens += completion.completion_tokens
+    trace.n_out = 1
+    trace.detail.update({"model": llm.name, "weights": llm.fingerprint, "finish_reason": completion.finish_reason,
+                         "cached": completion.cached, **prefix_detail(llm, completion, keep_prefix)})
+    return completion
 
 
 def prefix_detail(llm: LLM, completion: Completion, keep_prefix: int) -> dict:
@@ -162,31 +154,24 @@ def prefix_detail(llm: LLM, completion: Completion, keep_prefix: int) -> dict:
 
 
 def generate_answer(
+    trace: StageTrace,
     llm: LLM,
     *,
-    stage: str,
     task: str,
     variant: str,
     question: str,
     chunks: list[Chunk],
     choices: list[str] | None,
     max_tokens: int,
-    detail: dict | None = None,
     keep_document: bool = False,
-    seconds_before: float = 0.0,
-    report: bool = True,
 ) -> Generation:
-    """Greedy answer from ``llm`` over ``chunks`` (already in the order to show).
-
-    ``keep_document``: the model keeps its state after reading the chunks, for later questions.
-    ``seconds_before``: what preparing the prompt took, counted in the stage. ``report``: say the stage is
-    done (:func:`~ragfunnel.types.stage_done`); a caller that adds to it afterwards says so itself.
-    """
-    log.info("%s: %s reads %d chunk(s) and answers", stage, llm.name, len(chunks))
+    """Greedy answer from ``llm`` over ``chunks`` (already in the order to show), recorded on the open stage
+    ``trace``. ``keep_document``: the model keeps its state after reading the chunks, for later questions."""
+    log.info("%s: %s reads %d chunk(s) and answers", trace.name, llm.name, len(chunks))
     context = join_chunks(chunks)
     prompt = build_prompt(task, variant, question=question, context=context, choices=choices)
     keep = len(prompt_prefix(task, context)) if keep_document else 0
-    completion, trace = timed_call(llm, prompt, stage=stage, max_tokens=max_tokens, keep_prefix=keep)
+    completion = recorded_call(trace, llm, prompt, max_tokens=max_tokens, keep_prefix=keep)
     t = TASKS[task]
     answer = completion.text.lstrip("\n").rstrip() if t.verbatim else clean_answer(completion.text,
                                                                                     first_line=t.first_line)
@@ -194,11 +179,6 @@ def generate_answer(
         answer = chosen_option(answer, choices) or answer
     if not answer:
         log.warning("%s returned an empty answer", llm.name)
-    trace.n_in = len(chunks)
-    trace.seconds += seconds_before
-    trace.detail.update(detail or {})
-    if report:
-        stage_done(trace)
     return Generation(answer, completion, trace, llm=llm, prompt=prompt, task=task, question=question,
                       choices=choices)
 
@@ -224,24 +204,22 @@ class Retrieval:
     stage: StageTrace
 
 
-def retrieve_by_query(
-    question: str, chunks: list[Chunk], *, budget: int, llm: LLM, stage: str = "retrieve"
-) -> Retrieval:
+def retrieve_by_query(question: str, chunks: list[Chunk], *, budget: int, llm: LLM) -> Retrieval:
     """The top chunks for ``question`` under the shared ranking (:func:`ragfunnel.retrieve.ranking.question_scores`:
     BM25 and MiniLM) within ``budget`` tokens of ``llm``, in document order.
 
     When the whole context already fits the budget nothing is dropped and the trace says so.
     """
-    started = time.perf_counter()
-    whole = total_tokens(chunks, llm)
-    scores = question_scores(question, chunks)
-    if whole <= budget:
-        kept = [ScoredChunk(c, float(s)) for c, s in zip(chunks, scores, strict=True)]
-        detail = {"skipped": f"the whole context ({whole} tokens) fits the budget ({budget}); no retrieval needed"}
-    else:
-        kept = select_within_budget(chunks, scores, budget=budget, llm=llm)
-        detail = {"budget": budget, "context_tokens": whole,
-                  "kept_tokens": sum(llm.count_tokens(sc.chunk.text) for sc in kept)}
-    trace = stage_done(StageTrace(name=stage, seconds=time.perf_counter() - started, n_in=len(chunks),
-                                  n_out=len(kept), detail=detail))
+    with stage(Stage.RETRIEVE, n_in=len(chunks)) as trace:
+        whole = total_tokens(chunks, llm)
+        scores = question_scores(question, chunks)
+        if whole <= budget:
+            kept = [ScoredChunk(c, float(s)) for c, s in zip(chunks, scores, strict=True)]
+            trace.detail["skipped"] = (f"the whole context ({whole} tokens) fits the budget ({budget}); "
+                                       "no retrieval needed")
+        else:
+            kept = select_within_budget(chunks, scores, budget=budget, llm=llm)
+            trace.detail.update(budget=budget, context_tokens=whole,
+                                kept_tokens=sum(llm.count_tokens(sc.chunk.text) for sc in kept))
+        trace.n_out = len(kept)
     return Retrieval(kept, ranked(chunks, scores), trace)

@@ -9,7 +9,6 @@ with both: the prompt's tokens are the effective context length. The pieces Iter
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,13 +17,13 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import Generation, as_prediction, check_question, timed_call
+from ragfunnel.methods.base import Generation, as_prediction, check_question, recorded_call
 from ragfunnel.methods.config import DragConfig
 from ragfunnel.methods.demonstrations import Demonstration, check_shots, load_demonstrations
 from ragfunnel.prompts import answer_tokens, clean_answer
 from ragfunnel.prompts.self_ask import Shot, display_order, drag_prompt
 from ragfunnel.prompts.templates import TASKS
-from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, StageTrace, stage_done
+from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, Stage, stage
 
 log = logging.getLogger(__name__)
 
@@ -84,22 +83,21 @@ class DRAG:
         refuse_choices(self.name, choices)
         question = check_question(question)
         o = self.options
-        started = time.perf_counter()
-        hits = o.index.search_documents(question, o.documents)
-        shots = self.shots()
-        retrieve = stage_done(StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=len(o.index),
-                                         n_out=len(hits), detail={"documents": o.documents, "shots": len(shots)}))
+        with stage(Stage.RETRIEVE, n_in=len(o.index), detail={"documents": o.documents}) as retrieve:
+            hits = o.index.search_documents(question, o.documents)
+            shots = self.shots()
+            retrieve.n_out = len(hits)
+            retrieve.detail["shots"] = len(shots)
         shown = display_order([[d for d, _ in hits]])
         llm = resolve(self.strong)
         log.info("drag: %s reads %d shot(s) and %d document(s)", llm.name, len(shots), len(shown))
         prompt = drag_prompt(question, shown, shots, style=TASKS[o.task].style)
-        completion, stage = timed_call(llm, prompt, stage="generate", max_tokens=self.max_tokens)
-        stage.n_in = len(shown)
-        stage.detail["largest_prompt_tokens"] = completion.prompt_tokens
-        stage_done(stage)
+        with stage(Stage.GENERATE, n_in=len(shown)) as generate:
+            completion = recorded_call(generate, llm, prompt, max_tokens=self.max_tokens)
+            generate.detail["largest_prompt_tokens"] = completion.prompt_tokens
         answer = clean_answer(completion.text)
         if not answer:
             log.warning("%s returned an empty answer", llm.name)
         chunks = as_chunks(shown, {d.id: s for d, s in hits})
-        return as_prediction(self.name, Generation(answer, completion, stage), chunks, [retrieve, stage],
+        return as_prediction(self.name, Generation(answer, completion, generate), chunks, [retrieve, generate],
                              ranking=chunks[::-1])

@@ -16,7 +16,6 @@ Stage III generation: the strong model answers from the top chunks within ``budg
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +42,7 @@ from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.document_cache import BOUNDARY_TOKENS, tokens_past
 from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.retrieve.ranking import question_scores
-from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, StageTrace, stage_done, stage_started
+from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, Stage, StageTrace, stage
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +141,11 @@ class FBRAG:
         if whole <= self.budget:
             note = {"skipped": f"the whole context ({whole} tokens) fits the final budget ({self.budget}); "
                                "no retrieval or forward lookup needed"}
-            skip = stage_done(StageTrace(name="stage1_recall", n_in=len(chunks), n_out=len(chunks), detail=note))
-            gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain",
-                                  question=question, chunks=chunks, choices=choices, max_tokens=self.max_tokens)
+            with stage(Stage.RECALL, n_in=len(chunks), detail=note) as skip:
+                skip.n_out = len(chunks)
+            with stage(Stage.FB_ANSWER, n_in=len(chunks)) as s:
+                gen = generate_answer(s, strong, task=self.task, variant="plain", question=question, chunks=chunks,
+                                      choices=choices, max_tokens=self.max_tokens)
             return as_prediction(self.name, gen, [ScoredChunk(c, 1.0) for c in chunks], [skip, gen.stage])
         final, lookup = self.select(question, chunks, light=light, strong=strong, choices=choices,
                                     context_tokens=whole)
@@ -172,9 +173,9 @@ class FBRAG:
     def answer_from(self, question: str, chunks: list[Chunk], final: list[ScoredChunk], lookup: Lookup, *,
                     strong: LLM, choices: list[str] | None = None) -> Prediction:
         """Stage III: the strong model answers from the precise context, in document order."""
-        gen = generate_answer(strong, stage="stage3_generate", task=self.task, variant="plain", question=question,
-                              chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens,
-                              detail={"budget": self.budget})
+        with stage(Stage.FB_ANSWER, n_in=len(final), detail={"budget": self.budget}) as s:
+            gen = generate_answer(s, strong, task=self.task, variant="plain", question=question,
+                                  chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens)
         return as_prediction(self.name, gen, final, [*lookup.stages, gen.stage], samples=lookup.samples,
                              ranking=ranked(chunks, lookup.fused, tiebreak=lookup.backward))
 
@@ -184,19 +185,26 @@ class FBRAG:
         light model drafts K answers from them (or from the whole document, see ``draft_from``); every chunk is scored
         again against the drafts and fused with its question score."""
         # Stage I: recall-focused retrieval with the question alone.
-        started = time.perf_counter()
-        index = BM25Index([c.text for c in chunks])
-        backward = question_scores(question, chunks)
-        recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
-        stage1 = stage_done(StageTrace(name="stage1_recall", seconds=time.perf_counter() - started,
-                                       n_in=len(chunks), n_out=len(recall),
-                                       detail={"budget": self.stage1_budget, "context_tokens": context_tokens}))
+        with stage(Stage.RECALL, n_in=len(chunks),
+                   detail={"budget": self.stage1_budget, "context_tokens": context_tokens}) as stage1:
+            index = BM25Index([c.text for c in chunks])
+            backward = question_scores(question, chunks)
+            recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
+            stage1.n_out = len(recall)
 
         # Stage II: forward lookup. Drafts from the light model re-score every chunk of the full context.
         log.info("stage I kept %d of %d chunks; %s drafts %d samples", len(recall), len(chunks), light.name,
                  self.config.samples)
-        stage_started("stage2_forward")
-        started = time.perf_counter()
+        with stage(Stage.FORWARD) as stage2:
+            fused, samples = self._drafted(stage2, question, chunks, recall, backward, index, light=light,
+                                           choices=choices)
+        return Lookup(backward, fused, samples, [stage1, stage2])
+
+    def _drafted(self, trace: StageTrace, question: str, chunks: list[Chunk], recall: list[ScoredChunk],
+                 backward: np.ndarray, index: BM25Index, *, light: LLM,
+                 choices: list[str] | None) -> tuple[np.ndarray, list[Sample]]:
+        """Stage II, recorded on the open ``trace``: the light model's drafts, and every chunk's score fused
+        from theirs and the question's."""
         source = self.draft_source(light, chunks, question=question, choices=choices)
         read = chunks if source == "document" else [sc.chunk for sc in recall]
         context = join_chunks(read)
@@ -213,20 +221,15 @@ class FBRAG:
         signal = "drafts"
         if not fused.any():  # drafts share no term with the context: fall back to the question
             fused, signal = backward, "question (drafts matched no chunk)"
-        stage2 = StageTrace(
-            name="stage2_forward",
-            seconds=time.perf_counter() - started,
-            llm_seconds=sum(d.seconds for d in drafts),
-            input_tokens=sum(d.prompt_tokens for d in drafts[:1]),  # one prefill serves all K drafts
-            output_tokens=sum(d.completion_tokens for d in drafts),
-            n_in=len(read),
-            n_out=len(samples),
-            detail={"model": light.name, "weights": light.fingerprint, "samples": self.config.samples,
-                    "eta_forward": round(eta_forward, 4), "eta_backward": round(eta_backward, 4),
-                    "draft_agreement": agree, "fusion": self.config.fusion,
-                    "scored_by": signal, "drafted_from": source,
-                    "without_answer": sum(1 for s in samples if not s.answer),
-                    "cached": all(d.cached for d in drafts),
-                    **prefix_detail(light, drafts[0], keep)},
-        )
-        return Lookup(backward, fused, samples, [stage1, stage_done(stage2)])
+        trace.llm_seconds = sum(d.seconds for d in drafts)
+        trace.input_tokens = sum(d.prompt_tokens for d in drafts[:1])  # one prefill serves all K drafts
+        trace.output_tokens = sum(d.completion_tokens for d in drafts)
+        trace.n_in, trace.n_out = len(read), len(samples)
+        trace.detail.update({"model": light.name, "weights": light.fingerprint, "samples": self.config.samples,
+                             "eta_forward": round(eta_forward, 4), "eta_backward": round(eta_backward, 4),
+                             "draft_agreement": agree, "fusion": self.config.fusion,
+                             "scored_by": signal, "drafted_from": source,
+                             "without_answer": sum(1 for s in samples if not s.answer),
+                             "cached": all(d.cached for d in drafts),
+                             **prefix_detail(light, drafts[0], keep)})
+        return fused, samples

@@ -14,7 +14,7 @@ from ragfunnel.prompts import answer_tokens
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
 from ragfunnel.retrieve.rerank import PreRanker, load_pre_ranker
 from ragfunnel.text.chunking import count_words
-from ragfunnel.types import Chunk, Prediction, ScoredChunk
+from ragfunnel.types import Chunk, Prediction, ScoredChunk, Stage, stage
 
 
 def open_funnel(index: CorpusIndex | str | Path, *, pre_ranker: str | PreRanker, post_ranker: PostRanker | None,
@@ -52,7 +52,7 @@ class FunnelRAG:
         passages = [ScoredChunk(Chunk(id=f"{h.id}#{rank}", text=f"{h.title}\n{h.text}" if h.title else h.text,
                                       doc_id=h.id, position=rank, n_words=count_words(h.text)), h.score)
                     for rank, h in enumerate(found.results)]
-        gen = generate_answer(resolve(self.strong), stage="generate", task=self.task, variant="plain",
-                              question=question, chunks=[p.chunk for p in passages], choices=choices,
-                              max_tokens=self.max_tokens)
+        with stage(Stage.GENERATE, n_in=len(passages)) as s:
+            gen = generate_answer(s, resolve(self.strong), task=self.task, variant="plain", question=question,
+                                  chunks=[p.chunk for p in passages], choices=choices, max_tokens=self.max_tokens)
         return as_prediction(self.name, gen, passages, [*found.stages, gen.stage], ranking=passages)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
@@ -18,7 +17,7 @@ from ragfunnel.methods.config import AnswerConfig
 from ragfunnel.prompts import answer_tokens, build_prompt
 from ragfunnel.text import check_context
 from ragfunnel.text.chunking import count_words
-from ragfunnel.types import Chunk, Prediction, ScoredChunk
+from ragfunnel.types import Chunk, Prediction, ScoredChunk, Stage, stage
 
 log = logging.getLogger(__name__)
 
@@ -58,22 +57,20 @@ class LongContext:
         self.max_tokens = c.max_tokens or answer_tokens(c.task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
-        started = time.perf_counter()
         question, context = check_question(question), check_context(context)
-        llm = resolve(self.strong)
-        overhead = llm.count_tokens(build_prompt(self.task, "plain", question=question, context="",
-                                                 choices=choices))
-        limit = llm.context_window - overhead - self.max_tokens - WINDOW_MARGIN
-        text, original = truncate_middle(context, limit=limit, llm=llm)
-        detail = {"context_tokens": original}
-        if text != context:
-            log.warning("context of %d tokens exceeds %s's window; cut to %d tokens in the middle",
-                        original, llm.name, limit)
-            detail["truncated_to"] = limit
-        whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=count_words(text),
-                      start=0 if text == context else None)
-        prep_seconds = time.perf_counter() - started
-        gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
-                              chunks=[whole], choices=choices, max_tokens=self.max_tokens, detail=detail,
-                              keep_document=True, seconds_before=prep_seconds)
+        with stage(Stage.GENERATE, n_in=1) as trace:
+            llm = resolve(self.strong)
+            overhead = llm.count_tokens(build_prompt(self.task, "plain", question=question, context="",
+                                                     choices=choices))
+            limit = llm.context_window - overhead - self.max_tokens - WINDOW_MARGIN
+            text, original = truncate_middle(context, limit=limit, llm=llm)
+            trace.detail["context_tokens"] = original
+            if text != context:
+                log.warning("context of %d tokens exceeds %s's window; cut to %d tokens in the middle",
+                            original, llm.name, limit)
+                trace.detail["truncated_to"] = limit
+            whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=count_words(text),
+                          start=0 if text == context else None)
+            gen = generate_answer(trace, llm, task=self.task, variant="plain", question=question, chunks=[whole],
+                                  choices=choices, max_tokens=self.max_tokens, keep_document=True)
         return as_prediction(self.name, gen, [ScoredChunk(whole, 1.0)], [gen.stage])

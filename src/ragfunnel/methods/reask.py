@@ -17,7 +17,7 @@ from ragfunnel.confidence.answer_check import AnswerCheck, check_answer, compari
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import as_prediction, generate_answer
 from ragfunnel.prompts import task_kind
-from ragfunnel.types import Prediction, StageTrace
+from ragfunnel.types import Prediction, Stage, StageTrace, stage
 
 # What each kind of question wants, as the note says it.
 WANTED = {"when": "a date or a year", "how_many": "a number", "where": "a place", "who": "a name",
@@ -59,10 +59,11 @@ def reask(prediction: Prediction, *, question: str, task: str, llm: LLM, max_tok
         check = check_answer(question, prediction.answer)
     if check is None or check == "earlier_hop" or (check == "type" and wanted(question) is None):
         return Reread(prediction, [], {})
-    gen = generate_answer(llm, stage="reask", task=task, variant="plain",
-                          question=f"{question}\n{note(question, prediction.answer, check)}",
-                          chunks=[sc.chunk for sc in prediction.chunks_used], choices=choices,
-                          max_tokens=max_tokens, detail={"failed_check": check})
+    chunks = [sc.chunk for sc in prediction.chunks_used]
+    with stage(Stage.REASK, n_in=len(chunks), detail={"failed_check": check}) as s:
+        gen = generate_answer(s, llm, task=task, variant="plain",
+                              question=f"{question}\n{note(question, prediction.answer, check)}",
+                              chunks=chunks, choices=choices, max_tokens=max_tokens)
     kept = not declines(gen.answer) and check_answer(question, gen.answer) is None
     record = {"check": check, "answer": gen.answer, "kept": kept}
     if not kept:  # the first answer stands, with its confidence: the second is never assessed

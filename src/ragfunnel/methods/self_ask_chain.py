@@ -12,12 +12,11 @@ effective context length (``trace.input_tokens``).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Protocol
 
 from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import Generation, timed_call
+from ragfunnel.methods.base import Generation, recorded_call
 from ragfunnel.methods.demonstrations import SelfAskStep
 from ragfunnel.metrics import normalize_answer
 from ragfunnel.prompts.self_ask import (
@@ -32,7 +31,7 @@ from ragfunnel.prompts.self_ask import (
     parse_final,
     parse_step,
 )
-from ragfunnel.types import Document, StageTrace, Trace, stage_done
+from ragfunnel.types import Document, Stage, StageTrace, Trace, stage
 
 log = logging.getLogger(__name__)
 
@@ -76,93 +75,82 @@ def _repeats(follow_up: str, steps: list[SelfAskStep]) -> bool:
     return normalize_answer(follow_up) in {normalize_answer(s.follow_up) for s in steps}
 
 
-def _report(stages: list[StageTrace], reported: int) -> int:
-    """Report the stages after the first ``reported`` (:func:`~ragfunnel.types.stage_done`); how many now are."""
-    for stage in stages[reported:]:
-        stage_done(stage)
-    return len(stages)
+def _chain_totals(stages: list[StageTrace], asked: int, *, forced: bool) -> dict:
+    """What the chain's last stage records of the whole chain (``stages`` holds the last one)."""
+    return {"largest_prompt_tokens": max(s.input_tokens for s in stages[1:]), "follow_ups": asked, "forced": forced}
 
 
 def reason(question: str, source: PassageSource, llm: LLM, shots: list[Shot], settings: ChainSettings,
            *, retrieve_detail: dict | None = None) -> SelfAskChain:
     """Run the self-ask loop on ``question`` (already checked) over ``source`` and return the whole chain."""
-    started = time.perf_counter()
-    first = source.search(question)
-    stages = [stage_done(StageTrace(name="retrieve", seconds=time.perf_counter() - started, n_in=source.size,
-                                    n_out=len(first), detail={"query": question, **(retrieve_detail or {})}))]
-    reported = 1  # stages[:reported] are reported: a step is, once nothing will change it
+    with stage(Stage.RETRIEVE, n_in=source.size, detail={"query": question, **(retrieve_detail or {})}) as retrieve:
+        first = source.search(question)
+        retrieve.n_out = len(first)
+    stages = [retrieve]
     scores = {d.id: s for d, s in first}
     batches = [[d for d, _ in first]]
     steps: list[SelfAskStep] = []
     pending: SelfAskStep | None = None  # a follow-up and its passages, awaiting the intermediate answer
-    asked, final = 0, None
-    while pending is not None or asked < settings.iterations:
+    asked, final, stuck = 0, None, False
+    while final is None and not stuck and (pending is not None or asked < settings.iterations):
         context = display_order(batches)
         prompt = iterdrag_prompt(question, context, shots, [FollowUp(s.follow_up, s.answer) for s in steps],
                                  pending=pending.follow_up if pending else None)
-        completion, stage = timed_call(llm, prompt, stage=f"step{len(stages)}", max_tokens=settings.step_tokens,
+        with stage(Stage.STEP.numbered(len(stages)), n_in=len(context)) as trace:
+            completion = recorded_call(trace, llm, prompt, max_tokens=settings.step_tokens,
                                        grammar=INTERMEDIATE_GRAMMAR if pending else STEP_GRAMMAR, stop=STEP_STOP)
-        step = parse_step(completion.text, after_follow_up=pending is not None)
-        stage.n_in = len(context)
-        stage.detail.update(kind=step.kind, text=step.text, prefixed=step.prefixed, context_documents=len(context),
-                            reply=completion.text)
-        stages.append(stage)
-        if step.kind == "final" and step.text:
-            final = Generation(step.text, completion, stage, llm=llm, prompt=prompt, task=settings.task,
-                               question=question)
-            break
-        if pending is not None and step.kind == "intermediate" and step.text:
-            steps.append(SelfAskStep(pending.follow_up, step.text, pending.documents))
-            pending = None
-        elif pending is None and step.kind == "follow_up" and step.text and not _repeats(step.text, steps):
-            pending = _follow_up(source, step.text, batches, scores, stage)
-            asked += 1
-        else:
-            # Empty, out of turn (no grammar held the model), or a follow-up already answered
-            # (it would retrieve the same passages and get the same answer): the chain is stuck.
-            log.warning("self-ask: %s wrote %r where the chain allows %s; asking for the final answer",
-                        llm.name, completion.text[:80], "an intermediate answer" if pending else
-                        "a new follow-up or the final answer")
-            stage.detail["broke_chain"] = True
-            break
-        reported = _report(stages, reported)
+            step = parse_step(completion.text, after_follow_up=pending is not None)
+            trace.detail.update(kind=step.kind, text=step.text, prefixed=step.prefixed,
+                                context_documents=len(context), reply=completion.text)
+            stages.append(trace)
+            if step.kind == "final" and step.text:
+                final = Generation(step.text, completion, trace, llm=llm, prompt=prompt, task=settings.task,
+                                   question=question)
+                trace.detail.update(_chain_totals(stages, asked, forced=False))
+            elif pending is not None and step.kind == "intermediate" and step.text:
+                steps.append(SelfAskStep(pending.follow_up, step.text, pending.documents))
+                pending = None
+            elif pending is None and step.kind == "follow_up" and step.text and not _repeats(step.text, steps):
+                pending = _follow_up(source, step.text, batches, scores, trace)
+                asked += 1
+            else:
+                # Empty, out of turn (no grammar held the model), or a follow-up already answered
+                # (it would retrieve the same passages and get the same answer): the chain is stuck.
+                log.warning("self-ask: %s wrote %r where the chain allows %s; asking for the final answer",
+                            llm.name, completion.text[:80], "an intermediate answer" if pending else
+                            "a new follow-up or the final answer")
+                trace.detail["broke_chain"] = stuck = True
     context = display_order(batches)
     forced = final is None
     if final is None:
-        reported = _report(stages, reported)
-        final = _force_final(llm, question, context, shots, steps, stages, settings)
-    stages[-1].detail.update(largest_prompt_tokens=max(s.input_tokens for s in stages[1:]),
-                             follow_ups=asked, forced=forced)
-    _report(stages, reported)
+        final = _force_final(llm, question, context, shots, steps, stages, settings, asked)
     return SelfAskChain(question, final.answer, tuple(batches[0]), tuple(steps), forced, context, scores, final,
                         Trace(stages))
 
 
 def _follow_up(source: PassageSource, query: str, batches: list[list[Document]], scores: dict[str, float],
-               stage: StageTrace) -> SelfAskStep:
-    """Retrieve for a follow-up and merge the new passages into the context (recorded on ``stage``)."""
-    started = time.perf_counter()
+               trace: StageTrace) -> SelfAskStep:
+    """Retrieve for a follow-up and merge the new passages into the context (recorded on the open ``trace``)."""
     before = len(display_order(batches))
     found = source.search(query)
     batches.append([d for d, _ in found])
     for d, s in found:
         scores.setdefault(d.id, s)
-    stage.seconds += time.perf_counter() - started
-    stage.detail.update(query=query, documents_added=len(display_order(batches)) - before)
+    trace.detail.update(query=query, documents_added=len(display_order(batches)) - before)
     return SelfAskStep(query, "", tuple(d for d, _ in found))
 
 
 def _force_final(llm: LLM, question: str, context: list[Document], shots: list[Shot], steps: list[SelfAskStep],
-                 stages: list[StageTrace], settings: ChainSettings) -> Generation:
+                 stages: list[StageTrace], settings: ChainSettings, asked: int) -> Generation:
     """Ask for the final answer outright: the prompt ends with the final-answer prefix."""
     prompt = iterdrag_prompt(question, context, shots, [FollowUp(s.follow_up, s.answer) for s in steps],
                              force_final=True)
-    completion, stage = timed_call(llm, prompt, stage="final", max_tokens=settings.final_tokens,
-                                   grammar=FINAL_GRAMMAR)
-    answer = parse_final(completion.text)
-    stage.n_in = len(context)
-    stage.detail.update(kind="final", text=answer, context_documents=len(context), reply=completion.text)
-    stages.append(stage)
+    with stage(Stage.FINAL, n_in=len(context)) as trace:
+        completion = recorded_call(trace, llm, prompt, max_tokens=settings.final_tokens, grammar=FINAL_GRAMMAR)
+        answer = parse_final(completion.text)
+        trace.detail.update(kind="final", text=answer, context_documents=len(context), reply=completion.text)
+        stages.append(trace)
+        trace.detail.update(_chain_totals(stages, asked, forced=True))
     if not answer:
         log.warning("%s returned an empty final answer", llm.name)
-    return Generation(answer, completion, stage, llm=llm, prompt=prompt, task=settings.task, question=question)
+    return Generation(answer, completion, trace, llm=llm, prompt=prompt, task=settings.task, question=question)

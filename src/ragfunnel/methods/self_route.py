@@ -8,7 +8,7 @@ from ragfunnel.methods.config import AnswerConfig
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.vanilla import VanillaRAG
 from ragfunnel.prompts import is_unanswerable
-from ragfunnel.types import Prediction, stage_done
+from ragfunnel.types import Prediction, Stage, stage
 
 
 class SelfRoute(VanillaRAG):
@@ -22,12 +22,12 @@ class SelfRoute(VanillaRAG):
         llm = resolve(self.strong)
         check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
         found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
-        first = generate_answer(llm, stage="generate_or_decline", task=self.task, variant="unanswerable",
-                                question=question, chunks=[sc.chunk for sc in found.kept], choices=choices,
-                                max_tokens=self.max_tokens, report=False)
-        declined = is_unanswerable(first.answer)
-        first.stage.detail["route"] = "long_context" if declined else "rag"
-        stage_done(first.stage)
+        with stage(Stage.GENERATE_OR_DECLINE, n_in=len(found.kept)) as s:
+            first = generate_answer(s, llm, task=self.task, variant="unanswerable", question=question,
+                                    chunks=[sc.chunk for sc in found.kept], choices=choices,
+                                    max_tokens=self.max_tokens)
+            declined = is_unanswerable(first.answer)
+            s.detail["route"] = "long_context" if declined else "rag"
         if not declined:
             return as_prediction(self.name, first, found.kept, [found.stage, first.stage], ranking=found.ranking)
         lc = LongContext(self.config.narrowed(AnswerConfig), strong=llm).run(

@@ -13,7 +13,7 @@ from ragfunnel.methods.base import (
 )
 from ragfunnel.methods.config import RetrievalConfig
 from ragfunnel.prompts import answer_tokens
-from ragfunnel.types import Prediction
+from ragfunnel.types import Prediction, Stage, stage
 
 
 class VanillaRAG:
@@ -36,6 +36,7 @@ class VanillaRAG:
         check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
         found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
         kept = found.kept if self.keep_document_order else sorted(found.kept, key=lambda sc: -sc.score)
-        gen = generate_answer(llm, stage="generate", task=self.task, variant="plain", question=question,
-                              chunks=[sc.chunk for sc in kept], choices=choices, max_tokens=self.max_tokens)
+        with stage(Stage.GENERATE, n_in=len(kept)) as s:
+            gen = generate_answer(s, llm, task=self.task, variant="plain", question=question,
+                                  chunks=[sc.chunk for sc in kept], choices=choices, max_tokens=self.max_tokens)
         return as_prediction(self.name, gen, kept, [found.stage, gen.stage], ranking=found.ranking)

@@ -55,8 +55,8 @@ async def _disconnected(request: Request) -> None:
 
 def stream(jobs: JobQueue, work: Callable[[Job], Any], label: str, request: Request, *, deadline: float,
            frame: Callable[[str, Any], str] = event_frame) -> StreamingResponse:
-    """Server-sent events: ``token`` as the answering model writes, ``stage_started`` as a long stage begins (a
-    prefill, the drafts), ``stage`` as each stage ends, then
+    """Server-sent events: ``token`` as the answering model writes, ``stage_started`` as each stage begins,
+    ``stage`` as it ends, then
     ``result`` (the whole answer) or ``error``, each written by ``frame(kind, data)`` (ragfunnel's own
     events, or OpenAI's chunks). A client that goes away cancels its job."""
     loop = asyncio.get_running_loop()
