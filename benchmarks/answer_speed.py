@@ -36,6 +36,7 @@ from ragfunnel.llm.prefix_store import DiskPrefixStore
 from ragfunnel.methods import make_method
 from ragfunnel.metrics import best_over_references, token_f1
 from ragfunnel.prompts import build_prompt
+from ragfunnel.types import SamplingParams
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
@@ -118,11 +119,12 @@ def decode_batching(doc: dict) -> dict:
     light = resolve(LIGHT)
     prompt = build_prompt("multihop", "rationale", question=doc["questions"][0]["question"],
                           context=" ".join(doc["text"].split()[:1500]))
-    light.generate([prompt], max_tokens=1)  # read the prompt once; both timings below decode only
+    light.generate([prompt], SamplingParams(max_tokens=1))  # read the prompt once; both timings below decode only
     timings = {}
     for k in (1, 5):
         started = time.perf_counter()
-        outs = light.generate([prompt], n=k, max_tokens=96, temperature=1.0, top_p=0.9, top_k=50, seed=k)[0]
+        drafting = SamplingParams(max_tokens=96, temperature=1.0, top_p=0.9, top_k=50, seed=k)
+        outs = light.generate([prompt], drafting, n=k)[0]
         timings[f"k{k}"] = {"seconds": round(time.perf_counter() - started, 2),
                             "tokens": [c.completion_tokens for c in outs]}
     timings["ratio"] = round(timings["k5"]["seconds"] / timings["k1"]["seconds"], 2)

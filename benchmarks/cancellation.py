@@ -33,7 +33,7 @@ from ragfunnel.documents import LocatedContext
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve, set_disk_caches
 from ragfunnel.methods import make_method
 from ragfunnel.serve.jobs import JobQueue
-from ragfunnel.types import on_stage
+from ragfunnel.types import SamplingParams, on_stage
 
 HOTPOT = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
 COUNT = "Count from 1 to 1000, numbers separated by spaces."
@@ -53,8 +53,8 @@ def cases(light, strong) -> dict:
         return lambda job: answer_located(chosen, "Which of the titles above comes first?", located)
 
     return {
-        "drafts": lambda job: light.generate([COUNT], n=5, temperature=1.0, top_k=1, max_tokens=4000),
-        "single": lambda job: strong.generate([COUNT], max_tokens=4000),
+        "drafts": lambda job: light.generate([COUNT], SamplingParams(temperature=1.0, top_k=1, max_tokens=4000), n=5),
+        "single": lambda job: strong.generate([COUNT], SamplingParams(max_tokens=4000)),
         "lc": method("lc", 4500, strong=strong),
         "fb": method("fb", 2500, light=light, strong=strong),
     }

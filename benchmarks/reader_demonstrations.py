@@ -28,6 +28,7 @@ from ragfunnel.methods.base import join_chunks, prepare, retrieve_by_query
 from ragfunnel.prompts import build_prompt
 from ragfunnel.prompts.parsing import clean_answer
 from ragfunnel.prompts.reader_shots import READER_SHOTS
+from ragfunnel.types import SamplingParams
 
 
 def shots() -> str:
@@ -56,9 +57,9 @@ def main() -> None:
             kept = retrieve_by_query(q, chunks, budget=1500, llm=llm).kept
             plain = build_prompt(task, "plain", question=q, context=join_chunks([sc.chunk for sc in kept]))
             began = time.perf_counter()
-            a = llm.generate([plain], max_tokens=32, temperature=0.0)[0][0]
+            a = llm.generate([plain], SamplingParams(max_tokens=32, temperature=0.0))[0][0]
             ta, began = time.perf_counter() - began, time.perf_counter()
-            b = llm.generate([demo + plain], max_tokens=32, temperature=0.0)[0][0]
+            b = llm.generate([demo + plain], SamplingParams(max_tokens=32, temperature=0.0))[0][0]
             tb = time.perf_counter() - began
             pa, pb = clean_answer(a.text), clean_answer(b.text)
             row = {"id": e.id, "setting": name, "q": q, "refs": e.answers, "plain": pa, "demos": pb,

@@ -52,8 +52,8 @@ def warnings_of(caplog) -> list[str]:
 
 def test_a_repeated_call_is_served_from_disk_without_calling_the_model(tmp_path):
     llm = cached_llm(tmp_path)
-    (first,) = llm.generate(["What is the capital?"], n=2, temperature=0.7, seed=3)
-    (again,) = llm.generate(["What is the capital?"], n=2, temperature=0.7, seed=3)
+    (first,) = llm.generate(["What is the capital?"], SamplingParams(temperature=0.7, seed=3), n=2)
+    (again,) = llm.generate(["What is the capital?"], SamplingParams(temperature=0.7, seed=3), n=2)
     assert llm.calls == [("What is the capital?", 2)]
     assert not any(c.cached for c in first) and all(c.cached for c in again)
     assert [replace(c, seconds=0.0, cached=False) for c in again] == [replace(c, seconds=0.0) for c in first]
@@ -61,7 +61,8 @@ def test_a_repeated_call_is_served_from_disk_without_calling_the_model(tmp_path)
 
     fresh = FakeLLM(echo)  # another process: a new object over the same file
     fresh.call_cache = CallCache(tmp_path / "calls.sqlite")
-    assert fresh.generate(["What is the capital?"], n=2, temperature=0.7, seed=3)[0][0].cached and not fresh.calls
+    (kept,) = fresh.generate(["What is the capital?"], SamplingParams(temperature=0.7, seed=3), n=2)
+    assert kept[0].cached and not fresh.calls
 
 
 def test_threads_share_one_cache(tmp_path):
@@ -99,11 +100,11 @@ def test_the_stored_row_keeps_the_original_seconds(tmp_path):
 ])
 def test_any_change_to_the_call_is_a_miss(tmp_path, change):
     llm = cached_llm(tmp_path)
-    call = {"n": 2, "max_tokens": 64, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "stop": (), "seed": 0,
-            "grammar": None}
-    llm.generate(["What is the capital?"], **call)
-    changed = {"prompt": "What is the capital?", **call, **change}
-    (outs,) = llm.generate([changed.pop("prompt")], **changed)
+    call = {"n": 2, "prompt": "What is the capital?"}
+    llm.generate([call["prompt"]], SamplingParams(), n=call["n"])
+    changed = {**call, **change}
+    prompt, n = changed.pop("prompt"), changed.pop("n")
+    (outs,) = llm.generate([prompt], SamplingParams(**changed), n=n)
     assert len(llm.calls) == 2 and not any(c.cached for c in outs)
 
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,13 +22,14 @@ from ragfunnel.llm import Cancellation, FakeLLM, cancelled_by, resolve
 from ragfunnel.llm.llamacpp_state import PROMPT_SLICE
 from ragfunnel.llm.openai import OpenAICompatibleLLM
 from ragfunnel.serve.jobs import Cancelled, Job, JobQueue
+from ragfunnel.types import SamplingParams
 from tests.conftest import hotpot_context
 from tests.fake_openai import Handler, send_json
 from tests.helpers.network import free_port
 
 COUNTING = "Count from 1 to 1000, numbers separated by spaces."
 # top_k=1 makes the drafts deterministic and keeps the tiny model counting (long after a hang-up)
-DRAFTS = dict(n=4, temperature=1.0, top_k=1, seed=5)
+DRAFTS = SamplingParams(temperature=1.0, top_k=1, seed=5)  # four of them
 
 
 def seconds_to_stop(call: Callable[[], Any], *, cancel_after: float) -> float:
@@ -167,7 +169,7 @@ def tiny() -> Any:
 @pytest.mark.model
 def test_batched_drafts_stop_between_decode_steps(tiny):
     def drafts(max_tokens: int) -> list[str]:
-        return [c.text for c in tiny.generate([COUNTING], max_tokens=max_tokens, **DRAFTS)[0]]
+        return [c.text for c in tiny.generate([COUNTING], replace(DRAFTS, max_tokens=max_tokens), n=4)[0]]
 
     drafts(24)  # the context now holds the prompt, as it will when the drafts after the cancel start
     want = drafts(24)
@@ -183,21 +185,21 @@ def test_a_long_prompt_stops_between_slices_and_its_read_is_resumed(tiny, hotpot
     assert len(tokens) > 2000
 
     tiny.reset()
-    want = tiny.generate([prompt], max_tokens=12)[0][0]
+    want = tiny.generate([prompt], SamplingParams(max_tokens=12))[0][0]
     tiny.reset()
-    assert seconds_to_stop(lambda: tiny.generate([prompt], max_tokens=12), cancel_after=1) < 2
+    assert seconds_to_stop(lambda: tiny.generate([prompt], SamplingParams(max_tokens=12)), cancel_after=1) < 2
     llama = tiny._llama
     held = llama.n_tokens
     assert 0 < held < len(tokens) and held % PROMPT_SLICE == 0  # stopped mid-read, between two slices
     assert list(llama.input_ids[:held]) == tokens[:held]
-    got = tiny.generate([prompt], max_tokens=12)[0][0]  # reads only the rest
+    got = tiny.generate([prompt], SamplingParams(max_tokens=12))[0][0]  # reads only the rest
     assert got.text == want.text and got.logprobs == pytest.approx(want.logprobs, abs=1e-3)
 
 
 @pytest.mark.model
 def test_one_answer_stops_between_tokens(tiny):
     def answer(max_tokens: int) -> str:
-        return tiny.generate([COUNTING], max_tokens=max_tokens)[0][0].text
+        return tiny.generate([COUNTING], SamplingParams(max_tokens=max_tokens))[0][0].text
 
     answer(24)
     want = answer(24)
@@ -209,7 +211,7 @@ def test_one_answer_stops_between_tokens(tiny):
 def test_a_hung_up_job_of_drafts_frees_the_worker(tiny):
     jobs = JobQueue(capacity=2, streaming=tiny)
     try:
-        work = lambda: tiny.generate([COUNTING], max_tokens=4000, **DRAFTS)  # noqa: E731
+        work = lambda: tiny.generate([COUNTING], replace(DRAFTS, max_tokens=4000), n=4)  # noqa: E731
         job, seconds = asyncio.run(hang_up(jobs, work, after=1))
     finally:
         jobs.close()

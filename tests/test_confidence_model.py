@@ -11,6 +11,7 @@ from ragfunnel.confidence import measuring_every_signal
 from ragfunnel.llm import resolve
 from ragfunnel.llm.llamacpp_batch import LOGPROB_TOKENS
 from ragfunnel.methods import make_method
+from ragfunnel.types import SamplingParams
 
 pytestmark = pytest.mark.model
 
@@ -26,18 +27,18 @@ def tiny():
 
 
 def test_a_greedy_answer_carries_each_tokens_log_probability(tiny):
-    out = tiny.generate(["Who was the first keeper? " + TEXT[:300]], max_tokens=12)[0][0]
+    out = tiny.generate(["Who was the first keeper? " + TEXT[:300]], SamplingParams(max_tokens=12))[0][0]
     n = len(tiny._llama.tokenize(out.text.encode(), add_bos=False, special=False))
     assert len(out.logprobs) == min(n, LOGPROB_TOKENS) and all(v <= 0 and math.isfinite(v) for v in out.logprobs)
-    again = tiny.generate(["Who was the first keeper? " + TEXT[:300]], max_tokens=12)[0][0]
+    again = tiny.generate(["Who was the first keeper? " + TEXT[:300]], SamplingParams(max_tokens=12))[0][0]
     assert again.text == out.text and again.logprobs == pytest.approx(out.logprobs, abs=1e-3)  # read back alike
-    sampled = tiny.generate(["Name a colour."], n=2, temperature=1.0, max_tokens=4)[0]
+    sampled = tiny.generate(["Name a colour."], SamplingParams(temperature=1.0, max_tokens=4), n=2)[0]
     assert all(c.logprobs == () for c in sampled)  # drafts carry none: nothing reads them
 
 
 def test_the_judge_reads_only_the_check_after_the_answer(tiny):
     prompt = "Read this and answer: who kept the lighthouse?\n" + TEXT
-    answer = tiny.generate([prompt], max_tokens=8)[0][0].text
+    answer = tiny.generate([prompt], SamplingParams(max_tokens=8))[0][0].text
     held = tiny._llama.n_tokens
     p = tiny.yes_probability(prompt, answer, "Is that answer correct? Reply Yes or No.")
     assert 0 <= p <= 1

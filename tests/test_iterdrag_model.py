@@ -18,6 +18,7 @@ from ragfunnel.llm import resolve
 from ragfunnel.methods.config import IterDragConfig
 from ragfunnel.methods.iterdrag import IterDRAG
 from ragfunnel.prompts.self_ask import FINAL, FOLLOW_UP, INTERMEDIATE, INTERMEDIATE_GRAMMAR, STEP_GRAMMAR
+from ragfunnel.types import SamplingParams
 from tests.conftest import HOTPOT
 
 pytestmark = pytest.mark.model
@@ -73,7 +74,7 @@ def test_the_grammar_constrains_a_real_model():
     # Under a grammar the tiny model spells a prefix out in small tokens: leave room for the text after it.
     llm = resolve("bundled:smollm2-135m")
     prompt = "Tell me a short story about a lighthouse keeper."
-    (free,), (step,), (answer,) = (llm.generate([prompt], max_tokens=40, grammar=g)
+    (free,), (step,), (answer,) = (llm.generate([prompt], SamplingParams(max_tokens=40, grammar=g))
                                    for g in (None, STEP_GRAMMAR, INTERMEDIATE_GRAMMAR))
     assert not free[0].text.startswith((FOLLOW_UP, FINAL, INTERMEDIATE))
     for completion, prefixes in ((step, (FOLLOW_UP, FINAL)), (answer, (INTERMEDIATE,))):
@@ -85,4 +86,4 @@ def test_the_grammar_constrains_a_real_model():
 def test_a_broken_grammar_is_a_config_error_not_a_crash():
     llm = resolve("bundled:smollm2-135m")
     with pytest.raises(ConfigError, match="cannot parse the grammar"):
-        llm.generate(["hi"], grammar='root ::= ("unclosed"')
+        llm.generate(["hi"], SamplingParams(grammar='root ::= ("unclosed"'))

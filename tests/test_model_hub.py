@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from ragfunnel.errors import BackendUnavailable, ConfigError, ModelError
 from ragfunnel.llm import bundled, hub, registry
+from ragfunnel.types import SamplingParams
 
 pytest.importorskip("huggingface_hub", reason="needs the [hub] extra")
 
@@ -302,7 +303,7 @@ def test_a_pulled_model_answers(fake_hub, tiny_model):
     fake_hub[1][FILE] = tiny_model
     llm = registry.resolve(f"hf:{REPO}/{FILE}")
     assert llm.name == f"hf:{REPO}/{FILE}"
-    assert llm.generate(["The capital of France is"], max_tokens=4)[0][0].text
+    assert llm.generate(["The capital of France is"], SamplingParams(max_tokens=4))[0][0].text
 
 
 # -- hostile hubs: each test builds its own ------------------------------------------------------------------

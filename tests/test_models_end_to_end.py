@@ -5,6 +5,7 @@ import pytest
 from ragfunnel.llm import resolve
 from ragfunnel.methods import CONTEXT_METHODS, make_method
 from ragfunnel.prompts.parsing import clean_answer
+from ragfunnel.types import SamplingParams
 from tests.conftest import hotpot_context
 
 pytestmark = pytest.mark.model
@@ -50,8 +51,8 @@ def test_method_end_to_end_on_real_hotpotqa(method, models, hotpot_examples):
 
 def test_samples_differ_and_reuse_one_prompt():
     llm = resolve(QWEN["light"])
-    (outs,) = llm.generate(["Name a colour. Reply with one word."], n=4, temperature=1.0, top_p=0.9, top_k=50,
-                           max_tokens=8, seed=1)
+    sampling = SamplingParams(temperature=1.0, top_p=0.9, top_k=50, max_tokens=8, seed=1)
+    (outs,) = llm.generate(["Name a colour. Reply with one word."], sampling, n=4)
     assert len(outs) == 4 and len({o.text for o in outs}) >= 2
     assert len({o.prompt_tokens for o in outs}) == 1
 

@@ -8,6 +8,7 @@ import pytest
 
 from ragfunnel.llm import bundled, resolve
 from ragfunnel.methods import make_method
+from ragfunnel.types import SamplingParams
 from tests.conftest import hotpot_context
 from tests.helpers.network import free_port
 
@@ -57,7 +58,8 @@ def test_token_counts_match_the_local_tokenizer(server_url):
 
 def test_n_samples_over_http(server_url):
     remote = resolve(f"openai:{server_url}#tiny")
-    (outs,) = remote.generate(["Name a fruit."], n=3, temperature=1.0, top_p=0.9, top_k=50, max_tokens=8)
+    sampling = SamplingParams(temperature=1.0, top_p=0.9, top_k=50, max_tokens=8)
+    (outs,) = remote.generate(["Name a fruit."], sampling, n=3)
     assert len(outs) == 3 and outs[0].prompt_tokens > 0
 
 
@@ -65,7 +67,7 @@ def test_completions_mode(server_url):
     from ragfunnel.llm.openai import OpenAICompatibleLLM
 
     llm = OpenAICompatibleLLM(server_url, "tiny", mode="completions")
-    (outs,) = llm.generate(["The capital of France is"], max_tokens=4)
+    (outs,) = llm.generate(["The capital of France is"], SamplingParams(max_tokens=4))
     assert outs[0].completion_tokens > 0
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from ragfunnel.llm import resolve
 from ragfunnel.llm.prefix_store import DiskPrefixStore
 from ragfunnel.methods import make_method
 from ragfunnel.prompts import build_prompt, prompt_prefix
+from ragfunnel.types import SamplingParams
 from tests.conftest import hotpot_context
 
 pytestmark = pytest.mark.model
@@ -23,13 +26,13 @@ def test_warm_and_cold_answers_are_identical_under_greedy_decoding(hotpot_exampl
         keep = len(prompt_prefix("multihop", context))
 
         llm.reset()
-        first = llm.generate([prompt], max_tokens=24, keep_prefix=keep)[0][0]
+        first = llm.generate([prompt], SamplingParams(max_tokens=24, keep_prefix=keep))[0][0]
         assert llm.last_prefix["prefix_from"] == "read"
         llm.reset()  # memory gone: the state comes back from disk
-        from_disk = llm.generate([prompt], max_tokens=24, keep_prefix=keep)[0][0]
+        from_disk = llm.generate([prompt], SamplingParams(max_tokens=24, keep_prefix=keep))[0][0]
         assert llm.last_prefix["prefix_from"] == "disk"
         other = build_prompt("multihop", "rationale", question="Who is named first?", context=context)
-        llm.generate([other], max_tokens=8, keep_prefix=keep)
+        llm.generate([other], SamplingParams(max_tokens=8, keep_prefix=keep))
         assert llm.last_prefix["prefix_from"] in ("resident", "memory")
         # The same prefix state, then the same tail: identical tokens. (A prompt read in one go without
         # keep_prefix splits llama.cpp's batches elsewhere, and near-ties may then break differently.)
@@ -47,11 +50,11 @@ def test_a_corrupted_state_file_is_read_again(hotpot_examples, tmp_path):
         prompt = build_prompt("qa", "plain", question="What is this about?", context=context)
         keep = len(prompt_prefix("qa", context))
         llm.reset()
-        want = llm.generate([prompt], max_tokens=16, keep_prefix=keep)[0][0].text
+        want = llm.generate([prompt], SamplingParams(max_tokens=16, keep_prefix=keep))[0][0].text
         (path,) = tmp_path.glob("*.kv")
         path.write_bytes(path.read_bytes()[:-50])
         llm.reset()
-        got = llm.generate([prompt], max_tokens=16, keep_prefix=keep)[0][0].text
+        got = llm.generate([prompt], SamplingParams(max_tokens=16, keep_prefix=keep))[0][0].text
         assert llm.last_prefix["prefix_from"] == "read" and got == want
     finally:
         llm.disk_prefixes = None
@@ -60,9 +63,9 @@ def test_a_corrupted_state_file_is_read_again(hotpot_examples, tmp_path):
 def test_batched_drafts_are_distinct_real_samples():
     llm = resolve("bundled:qwen2.5-0.5b")
     prompt = "Write one short sentence about a river."
-    together = llm.generate([prompt], n=5, max_tokens=32, temperature=1.0, top_p=0.9, top_k=50, seed=3)[0]
-    one_by_one = [llm.generate([prompt], max_tokens=32, temperature=1.0, top_p=0.9, top_k=50, seed=3 + i)[0][0]
-                  for i in range(5)]
+    drafting = SamplingParams(max_tokens=32, temperature=1.0, top_p=0.9, top_k=50, seed=3)
+    together = llm.generate([prompt], drafting, n=5)[0]
+    one_by_one = [llm.generate([prompt], replace(drafting, seed=3 + i))[0][0] for i in range(5)]
     # Batched logits differ from single-sequence ones in the last bits, so a fixed seed does not
     # repeat the sequential draw token for token; both are real samples of the same kind.
     for draws in (together, one_by_one):
@@ -89,5 +92,5 @@ def test_auto_end_to_end_chooses_and_answers(hotpot_examples):
 def test_streamed_text_is_the_completion():
     llm = resolve("bundled:smollm2-135m")
     pieces: list[str] = []
-    out = llm.generate(["Name three colours."], max_tokens=16, on_text=pieces.append)[0][0]
+    out = llm.generate(["Name three colours."], SamplingParams(max_tokens=16), on_text=pieces.append)[0][0]
     assert len(pieces) > 1 and "".join(pieces) == out.text and out.completion_tokens > 0

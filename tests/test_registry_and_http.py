@@ -9,6 +9,7 @@ from ragfunnel.errors import BackendUnavailable, ConfigError, ModelError
 from ragfunnel.llm import registry
 from ragfunnel.llm.llamacpp import LlamaCppLLM
 from ragfunnel.llm.openai import OpenAICompatibleLLM
+from ragfunnel.types import SamplingParams
 from tests.helpers.network import _Flaky, free_port
 
 
@@ -83,7 +84,7 @@ def test_server_ignoring_n_gets_follow_up_requests(flaky_server):
     pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Flaky.fail_first = 0
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m")
-    (outs,) = llm.generate(["hi"], n=3, temperature=1.0, seed=10)
+    (outs,) = llm.generate(["hi"], SamplingParams(temperature=1.0, seed=10), n=3)
     assert [o.text for o in outs] == ["ok 1", "ok 2", "ok 3"]
     assert [b["n"] for b in _Flaky.seen] == [3, 2, 1]
     assert [b["seed"] for b in _Flaky.seen] == [10, 11, 12]  # each request draws new samples
@@ -93,7 +94,7 @@ def test_a_server_that_refuses_grammars_is_asked_again_without_one(flaky_server)
     pytest.importorskip("httpx", reason="needs the [openai] extra")
     _Flaky.refuse_grammar = True
     llm = OpenAICompatibleLLM(f"http://127.0.0.1:{flaky_server.server_port}/v1", "m")
-    (first,) = llm.generate(["hi"], grammar='root ::= "Follow up: " [a-z]+')
-    (second,) = llm.generate(["again"], grammar='root ::= "x"')
+    (first,) = llm.generate(["hi"], SamplingParams(grammar='root ::= "Follow up: " [a-z]+'))
+    (second,) = llm.generate(["again"], SamplingParams(grammar='root ::= "x"'))
     assert [first[0].text, second[0].text] == ["ok 2", "ok 3"]
     assert ["grammar" in b for b in _Flaky.seen] == [True, False, False]

@@ -26,7 +26,7 @@ from ragfunnel.prompts.self_ask import (
     parse_step,
     render_documents,
 )
-from ragfunnel.types import Document
+from ragfunnel.types import Document, SamplingParams
 from tests.helpers.network import _Flaky
 
 A = Document("a", "Gull Rock", "The lighthouse on Gull Rock was built of granite.")
@@ -185,11 +185,11 @@ def test_grammars_compile_in_llama_cpp(vocab, grammar):
 
 def test_fake_llm_records_the_grammar_and_an_empty_grammar_is_refused():
     llm = FakeLLM(lambda prompt, i: "Follow up: Who?")
-    llm.generate(["a"], grammar=STEP_GRAMMAR)
+    llm.generate(["a"], SamplingParams(grammar=STEP_GRAMMAR))
     llm.generate(["b"])
     assert llm.grammars == [STEP_GRAMMAR, None] and llm.calls == [("a", 1), ("b", 1)]
     with pytest.raises(ConfigError, match="grammar is empty"):
-        llm.generate(["c"], grammar=" ")
+        llm.generate(["c"], SamplingParams(grammar=" "))
 
 
 @pytest.fixture
@@ -204,7 +204,7 @@ def openai_server():
 def test_openai_backend_sends_the_grammar_only_when_given(openai_server):
     pytest.importorskip("httpx", reason="needs the [openai] extra")
     llm = OpenAICompatibleLLM(openai_server, "m")
-    llm.generate(["hi"], grammar=INTERMEDIATE_GRAMMAR)
+    llm.generate(["hi"], SamplingParams(grammar=INTERMEDIATE_GRAMMAR))
     llm.generate(["hi"])
     with_grammar, without = _Flaky.seen
     assert with_grammar["grammar"] == INTERMEDIATE_GRAMMAR

@@ -110,8 +110,8 @@ def resampled(llm: LLM, prompt: str, *, task: str, choices: list[str] | None = N
     """:data:`CONSISTENCY_SAMPLES` answers sampled from ``prompt``, cleaned as answers are (a choice's
     option text where the reply names one)."""
     max_tokens = min(TASKS[task].answer_tokens, CONSISTENCY_TOKENS)
-    outs = llm.generate([prompt], n=CONSISTENCY_SAMPLES, max_tokens=max_tokens, temperature=1.0, top_p=0.9,
-                        top_k=50, seed=1)[0]
+    outs = llm.generate([prompt], SamplingParams(max_tokens=max_tokens, temperature=1.0, top_p=0.9, top_k=50, seed=1),
+                        n=CONSISTENCY_SAMPLES)[0]
     answers = [clean_answer(c.text) for c in outs]
     return [chosen_option(a, choices) or a for a in answers] if choices else answers
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+GREEDY = SamplingParams()  # what a call samples unless it says otherwise
 THREADS_VARIABLE = "RAGFUNNEL_THREADS"
 # Seconds between two looks at the call's cancellation while a backend waits (a server's answer, a retry's backoff).
 CANCEL_POLL_SECONDS = 0.1
@@ -171,7 +172,7 @@ class Capabilities:
     :class:`BaseLLM` subclass checks that pairing, so a declaration cannot drift from the code.
     """
 
-    # Keeps the KV state after a document prefix (``generate(keep_prefix=...)``) in memory and in
+    # Keeps the KV state after a document prefix (``SamplingParams.keep_prefix``) in memory and in
     # ``disk_prefixes``; ``prefix_state`` says where one would come from, ``last_prefix`` what the last call did.
     prefix_state: bool = False
     # A call right after another with the same prompt reads only what is new: a few more samples of an
@@ -216,22 +217,8 @@ class LLM(Protocol):
         """What identifies the weights: the SHA-256 of a local file, a server's URL and model name."""
         ...
 
-    def generate(
-        self,
-        prompts: list[str],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        n: int = 1,
-        stop: tuple[str, ...] = (),
-        seed: int = 0,
-        grammar: str | None = None,
-        keep_prefix: int = 0,
-        cancel: Cancellation | None = None,
-        on_text: TextSink | None = None,
-    ) -> list[list[Completion]]: ...
+    def generate(self, prompts: list[str], params: SamplingParams = GREEDY, *, n: int = 1,
+                 cancel: Cancellation | None = None, on_text: TextSink | None = None) -> list[list[Completion]]: ...
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -320,27 +307,14 @@ class BaseLLM:
         that keeps no prefix states has none."""
         return "none"
 
-    def generate(
-        self,
-        prompts: list[str],
-        *,
-        max_tokens: int = 64,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        top_k: int = 0,
-        n: int = 1,
-        stop: tuple[str, ...] = (),
-        seed: int = 0,
-        grammar: str | None = None,
-        keep_prefix: int = 0,
-        cancel: Cancellation | None = None,
-        on_text: TextSink | None = None,
-    ) -> list[list[Completion]]:
-        """Return ``n`` completions for each prompt, in prompt order.
+    def generate(self, prompts: list[str], params: SamplingParams = GREEDY, *, n: int = 1,
+                 cancel: Cancellation | None = None, on_text: TextSink | None = None) -> list[list[Completion]]:
+        """Return ``n`` completions for each prompt, in prompt order, sampled as ``params`` says (by default
+        greedily, 64 tokens at most).
 
-        ``grammar`` (GBNF, as llama.cpp reads it) constrains every output where the backend can
+        ``params.grammar`` (GBNF, as llama.cpp reads it) constrains every output where the backend can
         enforce it (llama.cpp in-process, llama.cpp's server); other backends ignore it, so callers
-        still parse what comes back. ``keep_prefix``: see :class:`SamplingParams`.
+        still parse what comes back.
 
         ``cancel`` ends the call early when cancelled (None: the token of the :func:`cancelled_by` block
         the call runs in, if any). ``on_text`` receives the text of one-sample calls as it is written, where
@@ -349,7 +323,6 @@ class BaseLLM:
         """
         if n < 1:
             raise ConfigError(f"n (samples per prompt) must be at least 1, got {n}")
-        params = SamplingParams(max_tokens, temperature, top_p, top_k, tuple(stop), seed, grammar, keep_prefix)
         with ExitStack() as call:
             if cancel is not None:
                 call.enter_context(cancelled_by(cancel))

@@ -31,6 +31,7 @@ from ragfunnel.atomic import write_atomic
 from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm.base import LLM, streaming
+from ragfunnel.types import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +85,18 @@ def calibrate(llm: LLM) -> SpeedProfile:
     saved_cache, llm.call_cache = llm.call_cache, None
     try:
         with streaming(llm, None):
-            llm.generate([f"Say: {_probe_text(8)}"], max_tokens=2)  # first-call set-up is not speed
+            llm.generate([f"Say: {_probe_text(8)}"], SamplingParams(max_tokens=2))  # first-call set-up is not speed
             reads = []
             for words in _PROBE_WORDS:
                 prompt = (f"Here are some words: {_probe_text(words)}\n\n"
                           "Now count from 1 to 200, numbers separated by spaces.")
-                reads.append(llm.generate([prompt], max_tokens=1)[0][0])
+                reads.append(llm.generate([prompt], SamplingParams(max_tokens=1))[0][0])
             started = time.perf_counter()
-            one = llm.generate([prompt], max_tokens=_DECODE_TOKENS)[0][0]
+            one = llm.generate([prompt], SamplingParams(max_tokens=_DECODE_TOKENS))[0][0]
             one_seconds = time.perf_counter() - started
             started = time.perf_counter()
-            many = llm.generate([prompt], max_tokens=_DECODE_TOKENS, n=_BATCH, temperature=1.0, top_p=0.9,
-                                top_k=50)[0]
+            drafting = SamplingParams(max_tokens=_DECODE_TOKENS, temperature=1.0, top_p=0.9, top_k=50)
+            many = llm.generate([prompt], drafting, n=_BATCH)[0]
             many_seconds = time.perf_counter() - started
     finally:
         llm.call_cache = saved_cache

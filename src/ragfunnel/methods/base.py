@@ -18,7 +18,7 @@ from ragfunnel.retrieve.fusion import rank
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context
 from ragfunnel.text.hygiene import clean_text
-from ragfunnel.types import Chunk, Completion, Prediction, ScoredChunk, Stage, StageTrace, Trace, stage
+from ragfunnel.types import Chunk, Completion, Prediction, SamplingParams, ScoredChunk, Stage, StageTrace, Trace, stage
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,8 @@ def recorded_call(
 ) -> Completion:
     """One greedy call, recorded on the open stage ``trace`` (tokens, model seconds, model, finish reason,
     prompt reuse)."""
-    completion = llm.generate([prompt], max_tokens=max_tokens, temperature=0.0, stop=stop, grammar=grammar,
-                              keep_prefix=keep_prefix)[0][0]
+    params = SamplingParams(max_tokens=max_tokens, stop=stop, grammar=grammar, keep_prefix=keep_prefix)
+    completion = llm.generate([prompt], params)[0][0]
     trace.llm_seconds += completion.seconds
     trace.input_tokens += completion.prompt_tokens
     trace.output_tokens += completion.completion_tokens

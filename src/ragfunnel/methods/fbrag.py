@@ -42,7 +42,7 @@ from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.document_cache import BOUNDARY_TOKENS, tokens_past
 from ragfunnel.retrieve.fusion import forward_backward_scores
 from ragfunnel.retrieve.ranking import question_scores
-from ragfunnel.types import Chunk, Prediction, Sample, ScoredChunk, Stage, StageTrace, stage
+from ragfunnel.types import Chunk, Prediction, Sample, SamplingParams, ScoredChunk, Stage, StageTrace, stage
 
 log = logging.getLogger(__name__)
 
@@ -210,9 +210,10 @@ class FBRAG:
         context = join_chunks(read)
         prompt = build_prompt(self.task, self.draft_variant, question=question, context=context, choices=choices)
         keep = len(prompt_prefix(self.task, context)) if source == "document" else 0
-        drafts = light.generate([prompt], n=self.config.samples, max_tokens=self.sample_max_tokens,
-                                temperature=self.config.temperature, top_p=self.config.top_p,
-                                top_k=self.config.top_k, seed=self.config.seed, keep_prefix=keep)[0]
+        drafting = SamplingParams(max_tokens=self.sample_max_tokens, temperature=self.config.temperature,
+                                  top_p=self.config.top_p, top_k=self.config.top_k, seed=self.config.seed,
+                                  keep_prefix=keep)
+        drafts = light.generate([prompt], drafting, n=self.config.samples)[0]
         samples = [parse_sample(d.text) for d in drafts]
         forward = index.score([f"{s.rationale} {s.answer}" for s in samples])
         eta_forward, eta_backward, agree = self.forward_weights(samples)

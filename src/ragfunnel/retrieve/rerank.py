@@ -22,7 +22,7 @@ from ragfunnel.bounded import UnreadableFile, read_json_file
 from ragfunnel.errors import InputError
 from ragfunnel.retrieve.attention import model_directory, model_load_errors, require_torch
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER
-from ragfunnel.types import Document
+from ragfunnel.types import Document, SamplingParams
 
 DEFAULT_PRE_RANKER = "minilm"
 CROSS_ENCODER_TOKENS = 256  # question + document, truncated from the document's end
@@ -157,7 +157,7 @@ class LLMYesNoPreRanker:
             f"question below? Reply with yes or no only.\nQuestion: {question}\nReply:"
             for d in documents
         ]
-        replies = self.llm.generate(prompts, max_tokens=2, temperature=0.0)
+        replies = self.llm.generate(prompts, SamplingParams(max_tokens=2, temperature=0.0))
         return np.array([1.0 if r[0].text.strip().lower().startswith("yes") else 0.0 for r in replies])
 
 

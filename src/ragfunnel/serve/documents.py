@@ -29,7 +29,7 @@ from ragfunnel.retrieve.fusion import max_normalize
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.text import check_context
 from ragfunnel.text.chunking import CHUNK_WORDS
-from ragfunnel.types import Citation, Prediction
+from ragfunnel.types import Citation, Prediction, SamplingParams
 
 DEFAULT_CHUNK_WORDS = CHUNK_WORDS  # the methods' default: the prefill must read the text exactly as they will
 
@@ -134,7 +134,8 @@ def prefill(doc: Document, light: LLM, strong: LLM, *, task: str = "qa") -> None
                 doc.prefill[role] = "too long to keep whole"
                 continue
             doc.prefill[role] = "reading"
-            model.generate([prefix + "\n\nReply with one word: ready."], max_tokens=1, keep_prefix=len(prefix))
+            model.generate([prefix + "\n\nReply with one word: ready."],
+                           SamplingParams(max_tokens=1, keep_prefix=len(prefix)))
             doc.prefill[role] = "kept"
     except Exception as e:  # a failed prefill only costs the first question the read; no state says "queued" after it
         for role, status in doc.prefill.items():
