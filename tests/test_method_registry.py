@@ -1,6 +1,10 @@
 """One registry for both kinds of method: names, kinds, options, and one call shape per kind (no model)."""
 
+import re
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 
 import ragfunnel
 from ragfunnel.corpus.index import CorpusIndex
@@ -11,6 +15,8 @@ from ragfunnel.methods import (
     CONTEXT_METHODS,
     CORPUS_METHODS,
     METHODS,
+    OVER_INDEX,
+    described,
     make_method,
     method_kind,
     options_of,
@@ -118,3 +124,24 @@ def test_search_opens_an_index_directory_once_per_process(monkeypatch, tmp_path)
     assert first[0].root == str(tmp_path.resolve()) and first[1:] == ("Who kept the light?", 4)
     assert again[0] is first[0] and again[2] == 2
     api._opened.cache_clear()
+
+
+def _readme_methods() -> dict[str, tuple[str, str]]:
+    """The README's table of methods: each name's 'reads' and 'what it does' cells."""
+    readme = (Path(ragfunnel.__file__).parents[2] / "README.md").read_text()
+    rows = re.findall(r"^\| `([a-z][a-z-]*)`[^|]* \| ([^|]+) \| (.+) \|$", readme, re.M)
+    return {name: (reads, what) for name, reads, what in rows}
+
+
+def test_the_readme_describes_each_method_as_the_registry_does():
+    reads = {"context": "a context", "corpus": "an index"}
+    want = {name: (reads[method_kind(name)] + (", or an index" if name in OVER_INDEX else ""), described(name))
+            for name in METHODS}
+    assert _readme_methods() == want
+
+
+def test_the_method_option_and_the_service_describe_each_method_from_the_registry():
+    from ragfunnel.cli.main import main
+
+    shown = " ".join(CliRunner().invoke(main, ["ask", "--help"], terminal_width=10_000).output.split())
+    assert all(f"{name}: {' '.join(described(name).split())}" in shown for name in METHODS)

@@ -17,6 +17,7 @@ pytest.importorskip("fastapi", reason="needs the [serve] extra")
 
 from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
+from ragfunnel.methods import METHODS, described  # noqa: E402
 from ragfunnel.serve.app import Settings, create_app  # noqa: E402
 from ragfunnel.serve.jobs import Cancelled, JobQueue, QueueFull  # noqa: E402
 from tests.helpers.serve import TEXT, local, reply  # noqa: E402
@@ -38,6 +39,7 @@ def test_health_models_and_methods(client):
     methods = client.get("/v1/methods").json()
     assert methods["default"] == "auto" and "budget" in methods["methods"]["fb"]
     assert "strong" not in methods["methods"]["fb"]  # the operator's to choose
+    assert methods["descriptions"] == {name: described(name) for name in METHODS}
 
 
 def test_a_stored_document_is_answered_with_the_inspectors_view(client):

@@ -33,6 +33,7 @@ from ragfunnel.methods import (
     MODELS,
     check_options,
     check_source,
+    described,
     make_method,
 )
 from ragfunnel.types import Prediction, on_stage
@@ -47,15 +48,8 @@ from ragfunnel.types import Prediction, on_stage
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),
               help="Answer from a corpus index (`ragfunnel index`) instead, with --method funnel, drag or iterdrag.")
 @click.option("--method", type=click.Choice(list(METHODS)),
-              help="auto: op first (lc for a document the model already holds), climbing to fb (and lc, "
-                   "--prefer quality) only while the answer's confidence is low; "
-                   "fb: FB-RAG forward+backward; fb-f: FB-RAG forward only; op: order-preserving RAG; "
-                   "vanilla: RAG in score order; self-route: OP that falls back to lc; lc: whole context; "
-                   "stepwise: a multi-hop question read in steps (self-ask follow-ups, each reading its own chunks); "
-                   "with --index: funnel (FunnelRAG), fb (FB-RAG over the funnel's top documents, citing them), "
-                   "drag (demonstrations + documents, one call), iterdrag "
-                   f"(self-ask with retrieval) [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with "
-                   "--index].")
+              help="; ".join(f"{name}: {described(name)}" for name in METHODS) +
+                   f" [default: {DEFAULT_METHOD} with --context, {DEFAULT_CORPUS_METHOD} with --index].")
 @click.option("--task", default="qa", show_default=True, callback=known_task, metavar="TASK",
               help="Prompt family: qa (short answer), multihop, summary (query-based), choice (multiple choice), "
                    "or a LongBench dataset's own prompt and answer limit, longbench/DATASET (e.g. longbench/qasper).")

@@ -66,27 +66,45 @@ Method = ContextMethod | CorpusMethod
 
 @dataclass(frozen=True)
 class Registered:
-    """A method by name: its class, its configuration, and what it becomes over a corpus index (``fb``)."""
+    """A method by name: its class, its configuration, what it reads, the one line that describes it (``--help``,
+    ``GET /v1/methods``, MCP's ``answer`` tool and the README's table say it), and what it becomes over a corpus
+    index (``fb``)."""
 
     cls: type
     config: type[Config]
     kind: Literal["context", "corpus"]
+    description: str
     over_index: Registered | None = None
 
 
-_CORPUS_FB = Registered(CorpusFBRAG, CorpusFBConfig, "corpus")
+_CORPUS_FB = Registered(CorpusFBRAG, CorpusFBConfig, "corpus",
+                        "FB-RAG over the funnel's top documents, citing them")
 REGISTRY: dict[str, Registered] = {
-    "auto": Registered(Auto, AutoConfig, "context"),
-    "fb-f": Registered(FBRAG, ForwardOnlyConfig, "context"),
-    "fb": Registered(FBRAG, FBConfig, "context", over_index=_CORPUS_FB),
-    "op": Registered(OrderPreservingRAG, RetrievalConfig, "context"),
-    "vanilla": Registered(VanillaRAG, RetrievalConfig, "context"),
-    "self-route": Registered(SelfRoute, RetrievalConfig, "context"),
-    "lc": Registered(LongContext, AnswerConfig, "context"),
-    "stepwise": Registered(Stepwise, StepwiseConfig, "context"),
-    "funnel": Registered(FunnelRAG, FunnelConfig, "corpus"),
-    "drag": Registered(DRAG, DragConfig, "corpus"),
-    "iterdrag": Registered(IterDRAG, IterDragConfig, "corpus"),
+    "auto": Registered(Auto, AutoConfig, "context",
+                       "OP-RAG first (or LC for a document the strong model already holds); with `--prefer quality`, "
+                       "FB-RAG then LC while the answer is unsupported"),
+    "fb-f": Registered(FBRAG, ForwardOnlyConfig, "context",
+                       "FB-RAG forward only: chunks scored against the drafts alone"),
+    "fb": Registered(FBRAG, FBConfig, "context",
+                     "FB-RAG: chunks scored half against the question, half against the light model's drafts; the "
+                     "strong model answers from the best", over_index=_CORPUS_FB),
+    "op": Registered(OrderPreservingRAG, RetrievalConfig, "context",
+                     "order-preserving RAG: the question's best chunks within the budget, in document order"),
+    "vanilla": Registered(VanillaRAG, RetrievalConfig, "context", "the same chunks in score order"),
+    "self-route": Registered(SelfRoute, RetrievalConfig, "context",
+                             'OP-RAG that may answer "unanswerable", then falls back to LC'),
+    "lc": Registered(LongContext, AnswerConfig, "context",
+                     "long context: the whole text (cut in the middle, with a warning, past the model's window)"),
+    "stepwise": Registered(Stepwise, StepwiseConfig, "context",
+                           "a multi-hop question read in steps: self-ask follow-ups, each reading its own best chunks "
+                           "(for readers stronger than the bundled 1.5B, which scores below `op` with it)"),
+    "funnel": Registered(FunnelRAG, FunnelConfig, "corpus",
+                         "FunnelRAG: BM25 over clusters, a pre-ranker over documents, the generator's attention over "
+                         "passages"),
+    "drag": Registered(DRAG, DragConfig, "corpus",
+                       "demonstration-based RAG: m solved examples and k documents, one call"),
+    "iterdrag": Registered(IterDRAG, IterDragConfig, "corpus",
+                           "self-ask with retrieval: each follow-up question retrieves k more documents"),
 }
 METHODS = tuple(REGISTRY)
 CONTEXT_METHODS = tuple(name for name, entry in REGISTRY.items() if entry.kind == "context")
@@ -103,6 +121,13 @@ def registered(name: str, *, over_index: bool = False) -> Registered:
         raise ConfigError(f"unknown method {name!r}; valid methods: {', '.join(METHODS)}")
     entry = REGISTRY[name]
     return entry.over_index if over_index and entry.over_index is not None else entry
+
+
+def described(name: str) -> str:
+    """Method ``name`` in one line, and what it is over an index where it reads one too."""
+    entry = REGISTRY[name]
+    over = f"; with an index, {entry.over_index.description}" if entry.over_index is not None else ""
+    return entry.description + over
 
 
 def method_kind(name: str) -> Literal["context", "corpus"]:
@@ -167,7 +192,7 @@ def make_method(name: str, *, index: CorpusIndex | str | Path | None = None, lig
 
 __all__ = ["METHODS", "REGISTRY", "CONTEXT_METHODS", "CORPUS_METHODS", "DEFAULT_METHOD", "DEFAULT_CORPUS_METHOD",
            "OVER_INDEX", "MODELS", "ContextMethod", "CorpusMethod", "Method", "Registered", "check_source", "config_of",
-           "check_options", "make_method", "method_kind", "options_of", "registered",
+           "check_options", "described", "make_method", "method_kind", "options_of", "registered",
            "AnswerConfig", "AutoConfig", "Config", "CorpusFBConfig", "DragConfig", "FBConfig", "ForwardOnlyConfig",
            "FunnelConfig", "IterDragConfig", "RetrievalConfig", "StepwiseConfig",
            "Auto", "DRAG", "FBRAG", "FunnelRAG", "IterDRAG", "LongContext", "OrderPreservingRAG", "SelfRoute",

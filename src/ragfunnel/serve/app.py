@@ -36,7 +36,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragfunnel.documents import LocatedContext
 from ragfunnel.errors import RagfunnelError
-from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, method_kind
+from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, METHODS, described, method_kind
 from ragfunnel.prompts import check_task
 from ragfunnel.serve.answering import Loaded, ServiceState, answer_job, load, search_job
 from ragfunnel.serve.documents import DocumentInUse, prefill
@@ -175,6 +175,7 @@ def model_routes() -> APIRouter:
     async def methods(state: Service) -> dict[str, Any]:
         return {"default": DEFAULT_METHOD, "default_over_an_index": DEFAULT_CORPUS_METHOD,
                 "methods": {name: client_options(name) for name in METHODS},
+                "descriptions": {name: described(name) for name in METHODS},
                 "kinds": {name: method_kind(name) for name in METHODS}, "indexes": sorted(state.indexes)}
 
     return routes
