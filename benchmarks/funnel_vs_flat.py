@@ -57,7 +57,7 @@ from ragfunnel.corpus.funnel import FunnelRetriever
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
-from ragfunnel.corpus.index_manifest import MANIFEST
+from ragfunnel.corpus.index_manifest import MANIFEST, IndexConfig
 from ragfunnel.eval.datasets import load_dataset
 from ragfunnel.eval.runner import score
 from ragfunnel.journal import read_rows
@@ -184,12 +184,13 @@ def run_dataset(name: str, args, post_ranker) -> list[dict]:
     label = run_label(name, args)
     work = args.work / label
     docs = load_corpus(corpus)
+    embedded = IndexConfig(flat=True, embed_documents=True)
     if args.filler:
         with random_vectors_after(docs, passage_words=100):
-            manifest = build_index(padded(docs, args.filler), work / "index", source=f"{corpus} + {args.filler} filler",
-                                   flat=True, embed_documents=True)
+            manifest = build_index(padded(docs, args.filler), work / "index", embedded,
+                                   source=f"{corpus} + {args.filler} filler")
     else:
-        manifest = build_index(docs, work / "index", source=str(corpus), flat=True, embed_documents=True)
+        manifest = build_index(docs, work / "index", embedded, source=str(corpus))
     index = CorpusIndex(work / "index")
     warm_up(index)
     examples = examples_of(questions)

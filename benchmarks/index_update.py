@@ -36,7 +36,7 @@ import numpy as np
 from index_scale import pseudo_word, sample_queries, synthetic_corpus
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
-from ragfunnel.corpus.index_manifest import MANIFEST
+from ragfunnel.corpus.index_manifest import MANIFEST, IndexConfig
 from ragfunnel.corpus.index_update import update_index
 from ragfunnel.types import Document
 
@@ -94,18 +94,18 @@ def largest_vector_difference(a: Path, b: Path) -> float | None:
 def run(args: argparse.Namespace) -> dict:
     docs = synthetic_corpus(args.passages, args.seed)
     new, changes = changed_corpus(docs, args.seed)
-    options = dict(flat=args.flat, passage_words=120, faiss="none") if args.flat else {}
+    config = IndexConfig(flat=True, passage_words=120, faiss="none") if args.flat else IndexConfig()
     out = args.out / "index_update"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     load = os.getloadavg()
-    _, full = timed(lambda: build_index(docs, out / "updated", source="v1", **options))
-    done, update = timed(lambda: update_index(new, out / "updated", source="v2", **options))
+    _, full = timed(lambda: build_index(docs, out / "updated", config, source="v1"))
+    done, update = timed(lambda: update_index(new, out / "updated", config, source="v2"))
     seconds = {"full build": full, "update": update}
     compared = {}
     if args.fresh_build:
         _, seconds["fresh build of the changed corpus"] = timed(
-            lambda: build_index(new, out / "fresh", source="v2", **options))
+            lambda: build_index(new, out / "fresh", config, source="v2"))
         queries = sample_queries(lambda i: new[i].text, len(new), args.queries, args.seed)
         compared = {
             "files_differing_from_fresh_build": differing_files(out / "updated", out / "fresh"),

@@ -9,6 +9,7 @@ from ragfunnel.corpus.clustering import approx_tokens, closeness, cluster_docume
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import IndexConfig
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.types import Document
 from tests.helpers.corpora import WIKI
@@ -139,7 +140,7 @@ def test_index_refuses_bad_corpora(tmp_path, docs, match):
 
 def test_a_document_larger_than_the_cap_is_counted(tmp_path):
     docs = small_corpus() + [Document("d", "Log", "word " * 50)]
-    m = build_index(docs, tmp_path / "ix", source="test", max_cluster_tokens=30)
+    m = build_index(docs, tmp_path / "ix", IndexConfig(max_cluster_tokens=30), source="test")
     assert m.oversize_documents == 1
     ix = CorpusIndex(tmp_path / "ix")
     assert [3] in [ix.cluster(c) for c in range(ix.n_clusters)]

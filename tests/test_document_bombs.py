@@ -302,5 +302,5 @@ def test_an_encrypted_flate_bomb_is_left_to_the_memory_limit(tmp_path):
 
 
 def test_limits_must_be_above_zero():
-    with pytest.raises(ConfigError, match="max_pdf_pages is 0; it must be a number above 0"):
+    with pytest.raises(ConfigError, match="max_pdf_pages must be at least 1, got 0"):
         ReadLimits(max_pdf_pages=0)

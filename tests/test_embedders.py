@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from ragfunnel.cli.main import main
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import IndexConfig
 from ragfunnel.errors import BackendUnavailable, ConfigError, InputError, ModelError
 from ragfunnel.retrieve.embedders import SERVER_BATCH, EmbedderInfo, RecordedEmbedder, resolve_embedder
 from ragfunnel.retrieve.rerank import BiEncoderPreRanker, load_pre_ranker
@@ -124,7 +125,8 @@ def test_a_busy_server_is_asked_again_and_one_that_stays_busy_is_one_line(busy_s
 def test_an_index_records_its_embedder_and_encodes_queries_and_documents_with_it(tmp_path, embedding_server):
     url, requests = embedding_server
     spec = f"openai:{url}#m"
-    built = build_index(DOCS, tmp_path / "ix", source="test", flat=True, embed_documents=True, embedder=spec)
+    built = build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embed_documents=True, embedder=spec),
+                        source="test")
     recorded = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     assert recorded["embedder"] == {"spec": spec, "identity": spec, "dim": 27}
     ix = CorpusIndex(tmp_path / "ix", remote_embedder=spec)  # the operator trusts the server it built with
@@ -147,17 +149,18 @@ def test_an_index_records_its_embedder_and_encodes_queries_and_documents_with_it
 def test_the_same_embedder_keeps_an_index_and_another_needs_force(tmp_path, embedding_server):
     url, requests = embedding_server
     spec = f"openai:{url}#m"
-    first = build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec)
+    first = build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embedder=spec), source="test")
     requests.clear()
-    assert build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec) == first and not requests
-    with pytest.raises(ConfigError, match="set force"):
-        build_index(DOCS, tmp_path / "ix", source="test", flat=True)  # the bundled MiniLM: another configuration
+    assert build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embedder=spec), source="test") == first
+    assert not requests
+    with pytest.raises(ConfigError, match="set force"):  # the bundled MiniLM: another configuration
+        build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True), source="test")
 
 
 def test_searching_with_the_embedder_gone_is_one_line_naming_it(tmp_path, embedding_server):
     url, _ = embedding_server
     spec = f"openai:{url}#m"
-    build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec)
+    build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embedder=spec), source="test")
     moved = tmp_path / "ix" / "manifest.json"
     gone = f"http://127.0.0.1:{free_port()}/v1"
     forged = json.loads(moved.read_text().replace(url, gone))  # as if the server had moved away since
@@ -167,7 +170,7 @@ def test_searching_with_the_embedder_gone_is_one_line_naming_it(tmp_path, embedd
         CorpusIndex(tmp_path / "ix", remote_embedder=f"openai:{gone}#m").flat_search("Who kept the light?", 1)
     message = one_line(e)
     assert f"was built with the embedder openai:{gone}#m, which fails here (cannot reach {gone}" in message
-    assert f" --embedder openai:{gone}#m --force`" in message
+    assert f" --flat --embedder openai:{gone}#m --faiss flat --force`" in message
     result = CliRunner().invoke(main, ["search", str(tmp_path / "ix"), "Who kept the light?", "--flat",
                                        "--remote-embedder", f"openai:{gone}#m"])
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
@@ -183,7 +186,7 @@ def sha256_of_fields(manifest: dict) -> str:
 def test_indexes_of_the_bundled_minilm_carry_no_embedder_field_so_older_ones_still_open(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     monkeypatch.setattr("ragfunnel.corpus.index_build._embed", lambda texts, desc, **_: unit_rows(rng, len(texts), 384))
-    build_index(DOCS, tmp_path / "ix", source="test", flat=True, embed_documents=True)
+    build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embed_documents=True), source="test")
     written = json.loads((tmp_path / "ix" / "manifest.json").read_text())
     # The checksum of a manifest written before embedders existed, which had no such field.
     assert "embedder" not in written and written["manifest_sha256"] == sha256_of_fields(written)
@@ -199,7 +202,7 @@ def unit_rows(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
 def test_an_edited_or_inconsistent_embedder_field_is_refused(tmp_path, embedding_server):
     url, _ = embedding_server
     spec = f"openai:{url}#m"
-    build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=spec)
+    build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embedder=spec), source="test")
     path = tmp_path / "ix" / "manifest.json"
     original = path.read_text()
     path.write_text(original.replace('"dim": 27', '"dim": 28'))
@@ -230,7 +233,7 @@ def test_an_embedder_whose_weights_changed_is_refused(embedding_server):
 
 def test_an_embedder_needs_something_to_embed(tmp_path):
     with pytest.raises(ConfigError) as e:
-        build_index(DOCS, tmp_path / "ix", source="test", embedder="openai:http://localhost:1/v1#m")
+        build_index(DOCS, tmp_path / "ix", IndexConfig(embedder="openai:http://localhost:1/v1#m"), source="test")
     assert one_line(e) == ("embedder=openai:http://localhost:1/v1#m embeds flat passages and documents; set flat "
                            "(or embed_documents) too")
     corpus = tmp_path / "c.jsonl"

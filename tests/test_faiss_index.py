@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from ragfunnel.cli.main import main
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
-from ragfunnel.corpus.index_manifest import FAISS_FILE, file_sha256
+from ragfunnel.corpus.index_manifest import FAISS_FILE, IndexConfig, file_sha256
 from ragfunnel.errors import ConfigError, InputError, MissingExtra
 from tests.helpers.vectors import DIM, clustered, corpus
 
@@ -40,8 +40,8 @@ def without_faiss(monkeypatch):
     monkeypatch.setitem(sys.modules, "faiss", None)
 
 
-def build(root, **options):
-    return build_index(corpus(), root, source="test", flat=True, passage_words=5, **options)
+def build(root, faiss=None, force=False):
+    return build_index(corpus(), root, IndexConfig(flat=True, passage_words=5, faiss=faiss), source="test", force=force)
 
 
 def one_line(error: pytest.ExceptionInfo) -> str:
@@ -185,12 +185,12 @@ def test_an_index_with_faiss_is_searched_exactly_without_the_extra(faiss, tmp_pa
 
 
 @pytest.mark.parametrize("options, match", [
-    ({"faiss": "lsh"}, "unknown FAISS index type 'lsh'; valid: auto, flat, hnsw, ivf, ivfpq, none"),
+    ({"faiss": "lsh"}, "faiss must be one of auto, flat, hnsw, ivf, ivfpq, none, got 'lsh'"),
     ({"faiss": "hnsw", "flat": False}, "faiss=hnsw indexes the flat passages' vectors; set flat too"),
 ])
 def test_bad_faiss_options_are_refused(tmp_path, options, match):
     with pytest.raises(ConfigError, match=match):
-        build_index(corpus(), tmp_path / "ix", source="test", **{"flat": True, **options})
+        build_index(corpus(), tmp_path / "ix", IndexConfig(**{"flat": True, **options}), source="test")
 
 
 def test_ivfpq_on_too_few_passages_names_the_alternatives(faiss, tmp_path):

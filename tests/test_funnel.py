@@ -6,6 +6,7 @@ import pytest
 from ragfunnel.corpus.funnel import FunnelRetriever, default_top_clusters
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import IndexConfig
 from ragfunnel.errors import ConfigError
 from tests.helpers.corpora import DOCS
 from tests.helpers.rankers import WordOverlap
@@ -52,7 +53,7 @@ def test_sizes_must_be_positive(index):
 def test_stored_document_vectors_give_the_scores_of_encoding_at_query_time(tmp_path):
     from ragfunnel.retrieve.rerank import BiEncoderPreRanker
 
-    build_index(DOCS, tmp_path / "ix", source="test", embed_documents=True)
+    build_index(DOCS, tmp_path / "ix", IndexConfig(embed_documents=True), source="test")
     index = CorpusIndex(tmp_path / "ix")
     assert index.manifest.document_vectors and index.document_vectors.shape == (len(DOCS), 384)
     docs = [index.document(i) for i in range(len(DOCS))]
@@ -72,4 +73,4 @@ def test_stored_document_vectors_give_the_scores_of_encoding_at_query_time(tmp_p
 def test_an_index_without_document_vectors_is_rebuilt_only_when_asked(index, tmp_path):
     assert not index.manifest.document_vectors and index.document_vectors is None
     with pytest.raises(ConfigError, match="set force to rebuild it"):
-        build_index(DOCS, tmp_path / "ix", source="test", embed_documents=True)
+        build_index(DOCS, tmp_path / "ix", IndexConfig(embed_documents=True), source="test")

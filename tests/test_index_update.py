@@ -24,7 +24,7 @@ from ragfunnel.cli.main import main
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
-from ragfunnel.corpus.index_manifest import MANIFEST
+from ragfunnel.corpus.index_manifest import MANIFEST, IndexConfig
 from ragfunnel.corpus.index_update import update_index
 from ragfunnel.errors import ConfigError, InputError
 from ragfunnel.retrieve.bm25 import concatenate_tokens, tokenize_ids
@@ -76,11 +76,11 @@ def test_tokens_renumbered_by_first_sight_are_what_tokenising_afresh_gives():
 
 def test_an_updated_index_is_a_fresh_build_file_for_file(tmp_path):
     docs = corpus(60)
-    build_index(docs, tmp_path / "ix", source="v1", max_cluster_tokens=300)
+    build_index(docs, tmp_path / "ix", IndexConfig(max_cluster_tokens=300), source="v1")
     new = changed(docs)
-    done = update_index(new, tmp_path / "ix", source="v2", max_cluster_tokens=300)
+    done = update_index(new, tmp_path / "ix", IndexConfig(max_cluster_tokens=300), source="v2")
     assert (done.added, done.changed, done.removed, done.kept) == (2, 2, 2, 56)  # a new link is not a new text
-    build_index(new, tmp_path / "fresh", source="v2", max_cluster_tokens=300)
+    build_index(new, tmp_path / "fresh", IndexConfig(max_cluster_tokens=300), source="v2")
     assert differing_files(tmp_path / "ix", tmp_path / "fresh") == []
     index = CorpusIndex(tmp_path / "ix")
     assert [index.document(i) for i in range(len(index))] == [replace(d, position=i) for i, d in enumerate(new)]
@@ -118,8 +118,8 @@ def test_an_update_of_a_missing_index_builds_it(tmp_path):
 def test_only_new_and_changed_passages_are_embedded_and_vectors_equal_a_fresh_build(tmp_path, monkeypatch):
     """The real MiniLM embeds; a wrapper counts what it is given."""
     docs = corpus(40, seed=3)
-    options = dict(flat=True, passage_words=30, embed_documents=True, faiss="none")
-    build_index(docs, tmp_path / "ix", source="v1", **options)
+    config = IndexConfig(flat=True, passage_words=30, embed_documents=True, faiss="none")
+    build_index(docs, tmp_path / "ix", config, source="v1")
     embedded: list[str] = []
     real = index_build._embed
 
@@ -129,13 +129,13 @@ def test_only_new_and_changed_passages_are_embedded_and_vectors_equal_a_fresh_bu
 
     monkeypatch.setattr(index_build, "_embed", counting)
     new = changed(docs)
-    update_index(new, tmp_path / "ix", source="v2", **options)
+    update_index(new, tmp_path / "ix", config, source="v2")
     redone = {d.id for d in new} - {d.id for d in docs} | {docs[3].id, docs[10].id}
     assert sorted(embedded) == sorted(
         [index_build.passage_text(d, s, e) for d in new if d.id in redone
          for s, e in index_build.word_windows(d.text, 30)] + [d.render() for d in new if d.id in redone])
     monkeypatch.setattr(index_build, "_embed", real)
-    build_index(new, tmp_path / "fresh", source="v2", **options)
+    build_index(new, tmp_path / "fresh", config, source="v2")
     for name in ("flat.vectors.npy", "documents.vectors.npy"):
         a, b = (np.load(tmp_path / d / name) for d in ("ix", "fresh"))
         assert a.shape == b.shape and np.abs(a - b).max() < 1e-5
@@ -153,17 +153,18 @@ def text_vectors(texts, desc, **_):
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("options", [dict(flat=True, passage_words=25, faiss="flat"),
-                                     dict(flat=True, passage_words=25, embed_documents=True, faiss="none"),
-                                     dict(embed_documents=True)], ids=["flat+faiss", "flat+documents", "documents"])
-def test_stored_vectors_are_placed_as_a_fresh_build_places_them(tmp_path, monkeypatch, options):
+@pytest.mark.parametrize("config", [IndexConfig(flat=True, passage_words=25, faiss="flat"),
+                                    IndexConfig(flat=True, passage_words=25, embed_documents=True, faiss="none"),
+                                    IndexConfig(embed_documents=True)],
+                         ids=["flat+faiss", "flat+documents", "documents"])
+def test_stored_vectors_are_placed_as_a_fresh_build_places_them(tmp_path, monkeypatch, config):
     monkeypatch.setattr(index_build, "_embed", text_vectors)
     monkeypatch.setattr("ragfunnel.retrieve.embed.MiniLMEmbedder.dim", 16)
     docs = corpus(50, seed=4)
-    build_index(docs, tmp_path / "ix", source="v1", **options)
+    build_index(docs, tmp_path / "ix", config, source="v1")
     new = changed(docs)
-    update_index(new, tmp_path / "ix", source="v2", **options)
-    build_index(new, tmp_path / "fresh", source="v2", **options)
+    update_index(new, tmp_path / "ix", config, source="v2")
+    build_index(new, tmp_path / "fresh", config, source="v2")
     assert differing_files(tmp_path / "ix", tmp_path / "fresh") == []
 
 
@@ -189,7 +190,7 @@ def test_terms_from_another_tokeniser_are_not_mixed(tmp_path, monkeypatch):
 
 
 def test_other_options_or_an_older_index_are_one_line_naming_force(tmp_path):
-    build_index(corpus(20), tmp_path / "ix", source="v1", max_cluster_tokens=500)
+    build_index(corpus(20), tmp_path / "ix", IndexConfig(max_cluster_tokens=500), source="v1")
     with pytest.raises(ConfigError, match=r"built with other options \(max_cluster_tokens 500\); pass the same "
                                           r"ones to update it, or rebuild it with these "
                                           r"\(with force instead of update\)"):
@@ -204,12 +205,12 @@ def test_other_options_or_an_older_index_are_one_line_naming_force(tmp_path):
     from ragfunnel.corpus.index_manifest import Manifest
     (tmp_path / "ix" / MANIFEST).write_text(json.dumps(Manifest.from_json(manifest).to_json()))
     with pytest.raises(ConfigError, match="built by an earlier ragfunnel.*rebuild it once with force"):
-        update_index(corpus(21), tmp_path / "ix", source="v2", max_cluster_tokens=500)
+        update_index(corpus(21), tmp_path / "ix", IndexConfig(max_cluster_tokens=500), source="v2")
     manifest["version"] = 1  # an index another ragfunnel wrote
     (tmp_path / "ix" / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(InputError, match=r"v1; this ragfunnel reads .* v2: rebuild it with `ragfunnel index CORPUS "
                                          r"--out .*ix --force`$"):
-        update_index(corpus(21), tmp_path / "ix", source="v2", max_cluster_tokens=500)
+        update_index(corpus(21), tmp_path / "ix", IndexConfig(max_cluster_tokens=500), source="v2")
     result = CliRunner().invoke(main, ["index", str(tmp_path / "c.jsonl"), "--out", str(tmp_path / "ix"),
                                        "--update", "--force"])
     assert result.exit_code != 0 and "give one of them" in result.output

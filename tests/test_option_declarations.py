@@ -1,5 +1,7 @@
 """Each option of each method is declared once, in its configuration (ragfunnel.methods.config), and every front
-end is generated from it: the command line, the request options of serve and the OpenAI endpoint, and MCP."""
+end is generated from it: the command line, the request options of serve and the OpenAI endpoint, and MCP. The
+settings outside the methods (an index's, the reader's limits, the server's) are declared the same way
+(ragfunnel.declared), their flags generated, and no declared default is written a second time."""
 
 from __future__ import annotations
 
@@ -10,9 +12,13 @@ from pathlib import Path
 import click
 import pytest
 
+from ragfunnel.corpus.index_manifest import IndexConfig
+from ragfunnel.declared import options_of_config, setting
+from ragfunnel.documents import ReadLimits
 from ragfunnel.methods import CONTEXT_METHODS, REGISTRY, Registered, config_of, make_method, options_of
-from ragfunnel.methods.config import RetrievalConfig, options_of_config, setting
+from ragfunnel.methods.config import RetrievalConfig
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
+from ragfunnel.serve.settings import Settings
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "ragfunnel"
 # Command-line options that share a name with a method's option but are something else, and why.
@@ -136,7 +142,7 @@ def test_a_new_field_is_a_new_option_in_all_four_front_ends(monkeypatch):
     from ragfunnel.errors import ConfigError
     from ragfunnel.serve.options import checked_options, client_model
 
-    monkeypatch.setitem(REGISTRY, "op", Registered(OrderPreservingRAG, WithANewOption, "context"))
+    monkeypatch.setitem(REGISTRY, "op", Registered(OrderPreservingRAG, WithANewOption, "context", "A test method."))
     client_model.cache_clear()
     try:
         probe = method_options(click.command()(lambda **given: None))
@@ -151,3 +157,102 @@ def test_a_new_field_is_a_new_option_in_all_four_front_ends(monkeypatch):
         assert config_of("op") is WithANewOption
     finally:
         client_model.cache_clear()
+
+
+# Settings outside the methods, and the commands whose flags are generated from them (None: every field).
+DECLARED_FLAGS = [
+    ("index", IndexConfig, None),
+    ("index", ReadLimits, None),
+    ("ask", ReadLimits, None),
+    ("serve", ReadLimits, None),
+    ("mcp", ReadLimits, None),
+    ("serve", Settings, ("host", "port", "light", "strong", "token", "queue", "deadline", "max_body_mb",
+                         "cors_origins", "prefill", "indexes", "allowed_hosts")),
+    ("mcp", Settings, ("light", "strong")),
+]
+
+
+def _bounds(kind: click.ParamType) -> tuple:
+    return (kind.min, kind.max, kind.min_open) if isinstance(kind, click.IntRange | click.FloatRange) else ()
+
+
+@pytest.mark.parametrize("command, config, names", DECLARED_FLAGS,
+                         ids=[f"{c}-{config.__name__}" for c, config, _ in DECLARED_FLAGS])
+def test_the_flags_of_declared_settings_are_generated_from_their_fields(command, config, names):
+    from ragfunnel.cli.main import main
+
+    params = {p.name: p for p in main.commands[command].params}
+    context = click.Context(main.commands[command])
+    for opt in options_of_config(config):
+        if names is not None and opt.name not in names:
+            continue
+        flag, spec = params[opt.name], opt.spec
+        assert spec.help.split(".")[0][1:] in flag.help, (command, opt.name)
+        if bool in opt.kinds:  # a switch that changes its default: --flat, --no-prefill
+            switch = "--" + "no-" * opt.default + opt.name.replace("_", "-")
+            assert flag.is_flag and flag.opts == [switch] and flag.get_default(context) is opt.default, opt.name
+        elif flag.multiple:
+            assert {list, dict} & set(opt.kinds), (command, opt.name)
+        else:
+            assert flag.default == opt.default and flag.show_default == (opt.default is not None), (command, opt.name)
+            low = spec.gt if spec.gt is not None else spec.ge
+            wanted = (low, spec.le, spec.gt is not None) if low is not None or spec.le is not None else ()
+            assert _bounds(flag.type) == wanted, (command, opt.name)
+            assert opt.choices is None or tuple(flag.type.choices) == opt.choices, (command, opt.name)
+
+
+# Names in src/ that hold another setting than the declared field of the same name, and why.
+NOT_THE_SAME_SETTING = {
+    ("corpus/funnel.py", "passage_words"): "the funnel's passages, cut when a question is asked, not the index's",
+}
+
+
+def distinctive_defaults() -> dict[str, set[object]]:
+    """Field name -> the declared defaults of the settings outside the methods that are distinctive literals: a
+    number other than 0 and 1, or a non-empty string (a 0, a 1, True or None written again could mean anything)."""
+    found: dict[str, set[object]] = {}
+    for config in (IndexConfig, ReadLimits, Settings):
+        for opt in options_of_config(config):
+            value = opt.default
+            number = isinstance(value, int | float) and not isinstance(value, bool) and value not in (0, 1)
+            if number or (isinstance(value, str) and value):
+                found.setdefault(opt.name, set()).add(value)
+    return found
+
+
+def literal_defaults(tree: ast.AST) -> list[tuple[str, object, int]]:
+    """(name, value, line) of every default written as a literal: a click option's ``default=`` (named by its
+    destination, else its flag), a class field's value, a function parameter's default."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "option":
+            names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            dest = next((n for n in names if not n.startswith("-")), None)
+            name = dest or (names[0].split("/")[0].lstrip("-").replace("-", "_") if names else "")
+            found += [(name, kw.value.value, node.lineno) for kw in node.keywords
+                      if kw.arg == "default" and isinstance(kw.value, ast.Constant)]
+        elif isinstance(node, ast.ClassDef):
+            found += [(item.target.id, item.value.value, item.lineno) for item in node.body
+                      if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                      and isinstance(item.value, ast.Constant)]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            positional = node.args.posonlyargs + node.args.args
+            pairs = [*zip(positional[len(positional) - len(node.args.defaults):], node.args.defaults, strict=True),
+                     *zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)]
+            found += [(arg.arg, default.value, default.lineno) for arg, default in pairs
+                      if isinstance(default, ast.Constant)]
+    return found
+
+
+def test_no_declared_default_is_written_again():
+    """A setting's default lives in its field: no click option, class field or parameter of the same name
+    writes the same literal again (a second copy that would not follow a change to the first)."""
+    defaults = distinctive_defaults()
+    again = []
+    for path in SRC.rglob("*.py"):
+        where = str(path.relative_to(SRC))
+        for name, value, line in literal_defaults(ast.parse(path.read_text())):
+            if (not isinstance(value, bool) and value in defaults.get(name, ())
+                    and (where, name) not in NOT_THE_SAME_SETTING):
+                again.append(f"{where}:{line} {name} = {value!r}")
+    assert not again, "a declared default written again:\n" + "\n".join(sorted(again))

@@ -16,6 +16,7 @@ from ragfunnel.cli.main import main
 from ragfunnel.corpus import load_corpus, ray_embedding
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
+from ragfunnel.corpus.index_manifest import IndexConfig
 from ragfunnel.errors import BackendUnavailable
 from ragfunnel.ray_cluster import RayOptions
 from tests.conftest import SHARED
@@ -66,9 +67,9 @@ def test_a_sharded_ray_build_equals_a_one_process_build(ray_cluster, shard_count
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(FLASHRAG.read_text().splitlines(keepends=True)[:300]))
     docs = load_corpus(corpus)
-    options = {"source": "flashrag", "flat": True, "embed_documents": True}
-    build_index(docs, tmp_path / "one", **options)
-    built = build_index(docs, tmp_path / "ray", **options, ray=RayOptions(actors=2))
+    config = IndexConfig(flat=True, embed_documents=True)
+    build_index(docs, tmp_path / "one", config, source="flashrag")
+    built = build_index(docs, tmp_path / "ray", config, source="flashrag", ray=RayOptions(actors=2))
     assert built.passages >= 300 and shard_counts == [-(-built.passages // 64), -(-300 // 64)]
     assert_same_index(tmp_path / "one", tmp_path / "ray")
     one, two = CorpusIndex(tmp_path / "one"), CorpusIndex(tmp_path / "ray")
@@ -84,8 +85,9 @@ def test_a_ray_build_with_a_server_embedder_equals_a_one_process_build(ray_clust
     monkeypatch.setattr(ray_embedding, "BATCH_ROWS", 3)
     corpus = tmp_path / "c.jsonl"
     corpus.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in DOCS))
-    build_index(load_corpus(corpus), tmp_path / "one", source=str(corpus.resolve()), flat=True, passage_words=5,
-                embed_documents=True, embedder=f"openai:{url}#m")
+    build_index(load_corpus(corpus), tmp_path / "one",
+                IndexConfig(flat=True, passage_words=5, embed_documents=True, embedder=f"openai:{url}#m"),
+                source=str(corpus.resolve()))
     result = CliRunner().invoke(main, ["index", str(corpus), "--out", str(tmp_path / "ray"), "--flat",
                                        "--passage-words", "5", "--embed-documents", "--embedder", f"openai:{url}#m",
                                        "--json", "--ray-actors", "2", "--ray"])
@@ -98,7 +100,7 @@ def test_a_ray_build_with_a_server_embedder_equals_a_one_process_build(ray_clust
 def test_a_worker_that_cannot_reach_the_embedder_fails_the_build_in_one_line(ray_cluster, tmp_path):
     url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(BackendUnavailable) as e:
-        build_index(DOCS, tmp_path / "ix", source="test", flat=True, embedder=f"openai:{url}#m",
+        build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embedder=f"openai:{url}#m"), source="test",
                     ray=RayOptions(actors=1))
     assert one_line(e).startswith(f"cannot reach {url}/embeddings: connection refused")
     assert not (tmp_path / "ix").exists()

@@ -305,7 +305,7 @@ def _has(program: str) -> bool:
 # 9. Statuses that name the real problem.
 
 def test_a_chunked_body_over_the_limit_is_413():
-    with served(max_body_bytes=1024 * 1024) as c:
+    with served(max_body_mb=1.0) as c:
         def chunks():
             yield b'{"text": "'
             for _ in range(10 * 16):
@@ -374,6 +374,7 @@ def test_flat_vectors_of_another_dimension_are_refused_when_the_index_opens(tmp_
 
     from ragfunnel.corpus.index import CorpusIndex
     from ragfunnel.corpus.index_build import build_index
+    from ragfunnel.corpus.index_manifest import IndexConfig
     from ragfunnel.errors import InputError
     from tests.helpers.vectors import corpus
 
@@ -384,7 +385,7 @@ def test_flat_vectors_of_another_dimension_are_refused_when_the_index_opens(tmp_
         return x / np.linalg.norm(x, axis=1, keepdims=True)
 
     monkeypatch.setattr("ragfunnel.corpus.index_build._embed", embed)
-    build_index(corpus(), tmp_path / "ix", source="test", flat=True, passage_words=5, faiss="none")
+    build_index(corpus(), tmp_path / "ix", IndexConfig(flat=True, passage_words=5, faiss="none"), source="test")
     with pytest.raises(InputError) as refused:
         CorpusIndex(tmp_path / "ix")
     assert "384-d" in str(refused.value) and "rebuild it with" in str(refused.value)

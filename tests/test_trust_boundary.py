@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from ragfunnel.cli.main import main
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import build_index
-from ragfunnel.corpus.index_manifest import MANIFEST, Manifest
+from ragfunnel.corpus.index_manifest import MANIFEST, IndexConfig, Manifest
 from ragfunnel.errors import ConfigError
 from ragfunnel.types import Document
 from tests.fake_openai import Handler
@@ -76,7 +76,8 @@ def crafted_index(tmp_path, url: str, operators_url: str):
     re-signed, says its vectors came from the server at ``url`` (identity and dimension kept, as the issue's
     probe did)."""
     root = tmp_path / "idx"
-    build_index(DOCS, root, source="test", flat=True, embed_documents=True, embedder=f"openai:{operators_url}#e")
+    build_index(DOCS, root, IndexConfig(flat=True, embed_documents=True, embedder=f"openai:{operators_url}#e"),
+                source="test")
     data = json.loads((root / MANIFEST).read_text())
     data["embedder"]["spec"] = f"openai:{url}#e"
     (root / MANIFEST).write_text(json.dumps(Manifest.from_json(data).to_json()))
@@ -106,7 +107,7 @@ def test_the_server_the_operator_names_gets_the_queries_and_the_key(tmp_path, li
     url, heard = listener
     root = tmp_path / "idx"
     spec = f"openai:{url}#m"
-    build_index(DOCS, root, source="test", flat=True, embedder=spec)
+    build_index(DOCS, root, IndexConfig(flat=True, embedder=spec), source="test")
     heard.clear()
     result = CliRunner().invoke(main, ["search", str(root), "Who kept the lamp?", "--flat",
                                        "--remote-embedder", f"openai:{url}/#m"])  # a trailing slash is the same server

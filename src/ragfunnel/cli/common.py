@@ -7,7 +7,9 @@ Ctrl-C and SIGTERM end with exit code 130; a long run says how many rows it save
 
 The options several commands take are declared here once: the method and model options of ``ask`` and
 ``eval``, the limits on files read, the Ray options, ``--timeout``, ``--remote-embedder`` and the ``--task``
-check.
+check. Options are generated from declared settings (:mod:`ragfunnel.declared`): every method's configuration
+(:func:`method_options`), and the settings outside the methods, such as an index's, the reader's limits and the
+server's (:func:`declared_option`).
 """
 
 from __future__ import annotations
@@ -17,22 +19,24 @@ import os
 import signal
 import sys
 import threading
+import typing
 from collections.abc import Callable
-from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from ragfunnel.declared import Config, Option, options_of_config
 from ragfunnel.documents import ReadLimits
 from ragfunnel.errors import ConfigError, Interrupted, RagfunnelError
 from ragfunnel.journal import left_work_running
 from ragfunnel.methods import REGISTRY
-from ragfunnel.methods.config import Option, options_of_config
 from ragfunnel.prompts import check_task
 
 if TYPE_CHECKING:
     from ragfunnel.ray_cluster import RayOptions
+
+C = typing.TypeVar("C", bound=Config)
 
 timeout_option = click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
@@ -202,43 +206,13 @@ class Command(OneLineErrors, click.Command):
 
 
 def document_options(command: Callable) -> Callable:
-    """The limits on the files a command reads (PDF, DOCX, EPUB ...)."""
-    defaults = ReadLimits()
-    for option in reversed([
-        click.option("--max-document-mb", type=click.FloatRange(min=0, min_open=True),
-                     default=defaults.max_document_mb, show_default=True,
-                     help="Refuse files larger than this (a reader holds a file's text in memory)."),
-        click.option("--max-unzipped-mb", type=click.FloatRange(min=0, min_open=True),
-                     default=defaults.max_unzipped_mb, show_default=True,
-                     help="Refuse a DOCX or EPUB that expands to more than this (zip bombs)."),
-        click.option("--max-zip-ratio", type=click.FloatRange(min=1), default=defaults.max_zip_ratio,
-                     show_default=True, help="Refuse a DOCX or EPUB part that expands more than this many times."),
-        click.option("--max-pdf-stream-mb", type=click.FloatRange(min=0, min_open=True),
-                     default=defaults.max_pdf_stream_mb, show_default=True,
-                     help="Refuse a PDF with a compressed stream that expands to more than this (decompression "
-                          "bombs; the PDF reader holds a stream whole, twice over)."),
-        click.option("--max-inflated-mb", type=click.FloatRange(min=0, min_open=True),
-                     default=defaults.max_inflated_mb, show_default=True,
-                     help="Refuse a PDF whose compressed streams expand to more than this in all."),
-        click.option("--max-pdf-pages", type=click.IntRange(min=1), default=defaults.max_pdf_pages,
-                     show_default=True, help="Refuse a PDF whose page tree lists more pages than this."),
-        click.option("--max-pdf-text-chars", type=click.IntRange(min=1), default=defaults.max_pdf_text_chars,
-                     show_default=True, help="Stop reading a PDF, and refuse it, past this many characters of text."),
-        click.option("--max-pdf-memory-mb", type=click.FloatRange(min=0, min_open=True),
-                     default=defaults.max_pdf_memory_mb, show_default=True,
-                     help="Refuse a PDF whose reading process needs more memory than this (pdfium's grows with what "
-                          "a page draws, whatever the file's size)."),
-        click.option("--max-pdf-seconds", type=click.FloatRange(min=0, min_open=True),
-                     default=defaults.max_pdf_seconds, show_default=True,
-                     help="Stop reading a PDF, and refuse it, after this many seconds."),
-    ]):
-        command = option(command)
-    return command
+    """The limits on the files a command reads (PDF, DOCX, EPUB ...): :class:`ReadLimits`'s fields."""
+    return declared_options(ReadLimits)(command)
 
 
 def read_limits(given: dict[str, Any]) -> ReadLimits:
     """The :class:`ReadLimits` of ``document_options``, taken out of ``given``."""
-    return ReadLimits(**{field.name: given.pop(field.name) for field in fields(ReadLimits)})
+    return declared_from(ReadLimits, given)
 
 
 def known_task(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -297,10 +271,53 @@ def _field_option(opt: Option, *, default: Any, methods: list[tuple[str, type, O
                         help=_help(opt, methods))
 
 
+def _declared(config: type, name: str) -> Option:
+    return next(o for o in options_of_config(config) if o.name == name)
+
+
+def declared_option(config: type, name: str, *, flag: str | None = None, **click_settings: Any
+                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Field ``name`` of ``config``, a setting outside the methods (an index's, the reader's limits, the
+    server's), as a click option: ``flag`` (``--name`` unless given), typed and bounded, showing the field's
+    default. A switch is a flag that changes its default: ``--name`` when it is off, ``--no-name`` when it is
+    on (its help the field's, negated); a list or a mapping is a repeatable option."""
+    opt = _declared(config, name)
+    flag = flag or "--" + name.replace("_", "-")
+    spec = opt.spec
+    help = spec.help if spec.default_text is None else f"{spec.help} [default: {spec.default_text}]"
+    kind = _click_type(opt)
+    if kind is bool and opt.default:
+        return click.option(f"--no-{flag[2:]}", name, flag_value=False, default=True,
+                            help=f"Do not {help[0].lower()}{help[1:]}", **click_settings)
+    if kind is bool:
+        return click.option(flag, name, is_flag=True, help=help, **click_settings)
+    if {list, dict} & set(opt.kinds):
+        return click.option(flag, name, multiple=True, metavar=spec.metavar, help=help, **click_settings)
+    return click.option(flag, name, type=kind, default=opt.default, show_default=opt.default is not None,
+                        metavar=spec.metavar, help=help, **click_settings)
+
+
+def declared_options(config: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Every field of ``config`` as a click option (:func:`declared_option`), in declaration order; read them
+    back with :func:`declared_from`."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for opt in reversed(options_of_config(config)):
+            command = declared_option(config, opt.name)(command)
+        return command
+
+    return decorate
+
+
+def declared_from(config: type[C], given: dict[str, Any]) -> C:
+    """The ``config`` of the options :func:`declared_options` added, taken out of ``given``."""
+    return config(**{opt.name: given.pop(opt.name) for opt in options_of_config(config)})
+
+
 def config_option(config: type, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Field ``name`` of ``config`` as an option of a command that is not a method (``search``, ``funnel
     distill``), with the field's own default."""
-    opt = next(o for o in options_of_config(config) if o.name == name)
+    opt = _declared(config, name)
     return _field_option(opt, default=opt.default, methods=[("", config, opt)])
 
 

@@ -20,6 +20,8 @@ from ragfunnel.cli.calibrate import calibrate
 from ragfunnel.cli.common import (
     Group,
     config_option,
+    declared_from,
+    declared_options,
     document_options,
     ray_from,
     ray_options,
@@ -32,6 +34,7 @@ from ragfunnel.cli.mcp import mcp
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
 from ragfunnel.corpus import load_corpus
+from ragfunnel.corpus.index_manifest import IndexConfig
 from ragfunnel.corpus.readers import SPLITS
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
@@ -114,23 +117,7 @@ def pull(spec: str) -> None:
 @main.command()
 @click.argument("corpus", type=click.Path(path_type=Path))
 @click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="Index directory to write.")
-@click.option("--max-cluster-tokens", type=click.IntRange(min=1), default=4000, show_default=True,
-              help="Largest cluster of linked documents (FunnelRAG's retrieval unit), in approximate tokens.")
-@click.option("--flat", is_flag=True,
-              help="Also cut documents into passages and embed them (--embedder) for `search --flat`.")
-@click.option("--passage-words", type=click.IntRange(1, 100_000), default=100, show_default=True,
-              help="Words per flat passage.")
-@click.option("--embed-documents", is_flag=True,
-              help="Also embed every document (--embedder), so the default funnel pre-ranker looks vectors up "
-                   "instead of encoding each query's retrieved documents.")
-@click.option("--embedder", default="bundled:minilm", show_default=True, metavar="SPEC",
-              help="With --flat or --embed-documents: what embeds passages, documents and later the queries: "
-                   "bundled:minilm, hf:NAME_OR_DIR (a Hugging Face encoder in the local cache, or its directory), a "
-                   "model directory, or openai:URL#MODEL (an OpenAI-compatible embeddings server).")
-@click.option("--faiss", metavar="auto|flat|hnsw|ivf|ivfpq|none",
-              help="With --flat: a FAISS index over the passage vectors for `search --flat`. auto picks by size: exact "
-                   "flat up to 100k passages, hnsw up to 1M, ivf above, ivfpq when the vectors would fill half the "
-                   "memory [default: auto with the [faiss] extra installed, else none].")
+@declared_options(IndexConfig)
 @click.option("--force", is_flag=True, help="Rebuild an index that DIR already holds for another corpus.")
 @click.option("--update", is_flag=True,
               help="Update the index DIR holds to this corpus: documents are matched by content hash, and only "
@@ -142,9 +129,7 @@ def pull(spec: str) -> None:
 @document_options
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
 @ray_options("With --flat or --embed-documents: embed on Ray Data workers")
-def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, passage_words: int,
-          embed_documents: bool, embedder: str, faiss: str | None, force: bool, update: bool, split: str,
-          as_json: bool, **given: Any) -> None:
+def index(corpus: Path, out_dir: Path, force: bool, update: bool, split: str, as_json: bool, **given: Any) -> None:
     """Index CORPUS (JSON, JSONL, a MediaWiki XML dump, or a folder of PDF, DOCX, EPUB, HTML, Markdown and text
     files) for corpus retrieval: documents, clusters, BM25.
 
@@ -154,18 +139,17 @@ def index(corpus: Path, out_dir: Path, max_cluster_tokens: int, flat: bool, pass
 
     if force and update:
         raise click.UsageError("--force rebuilds and --update updates; give one of them")
+    config = declared_from(IndexConfig, given)
     limits = read_limits(given)
     ray = ray_from(given)
     journal.out_dir(out_dir)
     docs = load_corpus(corpus, split=split, limits=limits)
-    options = dict(source=str(corpus.resolve()), max_cluster_tokens=max_cluster_tokens, flat=flat,
-                   passage_words=passage_words, embed_documents=embed_documents, faiss=faiss, embedder=embedder,
-                   ray=ray)
+    source = str(corpus.resolve())
     if update:
-        done = update_index(docs, out_dir, **options)
+        done = update_index(docs, out_dir, config, source=source, ray=ray)
         m, how = done.manifest, f"updated: {done.describe()}"
     else:
-        m = build_index(docs, out_dir, force=force, **options)
+        m = build_index(docs, out_dir, config, source=source, ray=ray, force=force)
         how = f"built in {m.build_seconds:.1f}s"
     if as_json:
         click.echo(json.dumps(m.to_json(), indent=2))

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import click
 
-from ragfunnel.cli.common import document_options, read_limits, remote_embedder_option
-from ragfunnel.cli.serve import TOKEN_ENV, named_indexes
+from ragfunnel.cli.common import declared_option, document_options, read_limits, remote_embedder_option
+from ragfunnel.cli.serve import named_indexes
 from ragfunnel.errors import MissingExtra
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, set_disk_caches
+from ragfunnel.llm import set_disk_caches
+from ragfunnel.serve.settings import TOKEN_ENV, Settings
 
 
 @click.command()
@@ -19,8 +20,8 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, set_disk_caches
               help="Serve streamable HTTP on 127.0.0.1:PORT at /v1/mcp instead of stdio.")
 @click.option("--token", envvar=TOKEN_ENV, metavar="SECRET",
               help=f"With --http: the bearer token every request must carry (also ${TOKEN_ENV}).")
-@click.option("--light", default=DEFAULT_LIGHT, show_default=True, metavar="SPEC", help="Draft model (FB-RAG).")
-@click.option("--strong", default=DEFAULT_STRONG, show_default=True, metavar="SPEC", help="Answering model.")
+@declared_option(Settings, "light")
+@declared_option(Settings, "strong")
 @click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
               help="A corpus index the search tool may use by NAME (repeatable).")
 @click.option("--no-cache", is_flag=True,

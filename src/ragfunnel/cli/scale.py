@@ -22,6 +22,7 @@ from ragfunnel.cli.common import (
 from ragfunnel.errors import ConfigError, InputError, RagfunnelError
 from ragfunnel.eval.datasets import FORMATS
 from ragfunnel.journal import FAILED_FILE, VERSION_KEY, check_free, out_file
+from ragfunnel.llm import DEFAULT_STRONG
 from ragfunnel.methods.config import IterDragConfig
 from ragfunnel.scaling.allocation import NORMALIZATIONS, fit, load_fit, save_fit, tasks_from_summaries
 from ragfunnel.scaling.fit_report import fit_report
@@ -60,6 +61,25 @@ def _ints(text: str, option: str) -> list[int]:
     return values
 
 
+# The grid's axes: θ = (k documents, m demonstrations, n iterations).
+GRID_AXES = (("documents", "k", "documents retrieved per question", DEFAULT_DOCUMENTS),
+             ("shots", "m", "demonstrations before the question", DEFAULT_SHOTS),
+             ("iterations", "n", "IterDRAG's most retrieve-and-answer steps", DEFAULT_ITERATIONS))
+
+
+def grid_axes_options(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``--documents``, ``--shots`` and ``--iterations``: comma-separated values of k, m and n (the grid's by
+    default), each with ``help`` naming its ``{letter}`` and ``{meaning}``."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for name, letter, meaning, values in reversed(GRID_AXES):
+            command = click.option(f"--{name}", default=",".join(map(str, values)), show_default=True,
+                                   help=help.format(letter=letter, meaning=meaning))(command)
+        return command
+
+    return decorate
+
+
 def _metric_option(command: Callable) -> Callable:
     return click.option("--metric", type=click.Choice(METRICS), default="accuracy", show_default=True,
                         help="accuracy: a reference answer appears in the answer; em: exact match; f1: token F1.")(
@@ -84,15 +104,10 @@ def scale() -> None:
                    "largest; the summary reports the best per budget.")
 @click.option("--strategies", default=",".join(STRATEGIES), show_default=True,
               help="Comma-separated strategies to run: zero-shot, rag, drag, iterdrag.")
-@click.option("--documents", default=",".join(map(str, DEFAULT_DOCUMENTS)), show_default=True,
-              help="Values of k, documents retrieved per question.")
-@click.option("--shots", default=",".join(map(str, DEFAULT_SHOTS)), show_default=True,
-              help="Values of m, demonstrations before the question.")
-@click.option("--iterations", default=",".join(map(str, DEFAULT_ITERATIONS)), show_default=True,
-              help="Values of n, IterDRAG's most retrieve-and-answer steps.")
+@grid_axes_options("Values of {letter}, {meaning}.")
 @click.option("--demonstrations", "demonstrations_path", type=click.Path(path_type=Path),
               help="Demonstrations file (needed when some m > 0).")
-@click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
+@click.option("--model", default=DEFAULT_STRONG, show_default=True, metavar="SPEC",
               help="Answering model: bundled:NAME, gguf:PATH, openai:URL#MODEL or openai:URL1,URL2#MODEL.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
 @click.option("--format", "fmt", type=click.Choice(["auto", *FORMATS]), default="auto", show_default=True,
@@ -172,7 +187,7 @@ def _print_summary(run_dir: Path, budgets: Sequence[int], metric: str) -> None:
                    "kept only when the final answer holds a reference answer.")
 @config_option(IterDragConfig, "documents")
 @config_option(IterDragConfig, "iterations")
-@click.option("--model", default="bundled:qwen2.5-1.5b", show_default=True, metavar="SPEC",
+@click.option("--model", default=DEFAULT_STRONG, show_default=True, metavar="SPEC",
               help="iterdrag: the model that writes the chains.")
 @click.option("--limit", type=click.IntRange(min=1), help="Only the first N questions.")
 @timeout_option
@@ -293,12 +308,7 @@ _UNRUN_HELP = (
               help="Grid run on the target task holding at least its base configurations (k=0,m=0; k=1,m=0; "
                    "k=0,m=1), which give its i.")
 @click.option("--unrun/--no-unrun", "allow_unrun", default=False, show_default=True, help=_UNRUN_HELP)
-@click.option("--documents", default=",".join(map(str, DEFAULT_DOCUMENTS)), show_default=True,
-              help="With --unrun: values of k to propose.")
-@click.option("--shots", default=",".join(map(str, DEFAULT_SHOTS)), show_default=True,
-              help="With --unrun: values of m to propose.")
-@click.option("--iterations", default=",".join(map(str, DEFAULT_ITERATIONS)), show_default=True,
-              help="With --unrun: values of n to propose for IterDRAG.")
+@grid_axes_options("With --unrun: values of {letter} ({meaning}) to propose.")
 @click.option("--top", type=click.IntRange(min=1), default=1, show_default=True,
               help="Show the best N proposals.")
 @click.option("--json", "as_json", is_flag=True, help="Print the choice as JSON.")

@@ -15,14 +15,19 @@ from typing import Any
 
 import click
 
-from ragfunnel.cli.common import config_option, document_options, model_settings, read_limits, remote_embedder_option
+from ragfunnel.cli.common import (
+    config_option,
+    declared_option,
+    document_options,
+    model_settings,
+    read_limits,
+    remote_embedder_option,
+)
 from ragfunnel.errors import ConfigError, MissingExtra
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.methods.config import FunnelConfig
+from ragfunnel.serve.settings import TOKEN_ENV, Settings
 
 log = logging.getLogger(__name__)
-
-TOKEN_ENV = "RAGFUNNEL_TOKEN"
 
 
 def is_loopback(host: str) -> bool:
@@ -46,30 +51,20 @@ def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to bind. Anything but loopback needs --token.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
-@click.option("--light", default=DEFAULT_LIGHT, show_default=True, metavar="SPEC", help="Draft model (FB-RAG).")
-@click.option("--strong", default=DEFAULT_STRONG, show_default=True, metavar="SPEC", help="Answering model.")
-@click.option("--token", envvar=TOKEN_ENV, metavar="SECRET",
-              help=f"Bearer token every /v1 request must carry (also ${TOKEN_ENV}).")
-@click.option("--queue", type=click.IntRange(1, 1000), default=8, show_default=True,
-              help="Requests waiting or running at once; more get 429 with Retry-After.")
-@click.option("--deadline", type=click.FloatRange(min=1), default=600.0, show_default=True,
-              help="Seconds a request may take before it is cancelled (504).")
-@click.option("--max-body-mb", type=click.FloatRange(min=0.001), default=8.0, show_default=True,
-              help="Largest request body; larger ones get 413.")
-@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
-              help="Allow browser pages from ORIGIN to call the API (repeatable; off by default).")
-@click.option("--no-prefill", is_flag=True, help="Do not have the models read a stored document before it is asked.")
-@click.option("--index", "indexes", multiple=True, metavar="NAME=DIR",
-              help="A corpus index (`ragfunnel index`) clients may search and ask by NAME (repeatable); clients "
-                   "never pass paths.")
+@declared_option(Settings, "host")
+@declared_option(Settings, "port")
+@declared_option(Settings, "light")
+@declared_option(Settings, "strong")
+@declared_option(Settings, "token", envvar=TOKEN_ENV)
+@declared_option(Settings, "queue")
+@declared_option(Settings, "deadline")
+@declared_option(Settings, "max_body_mb")
+@declared_option(Settings, "cors_origins", flag="--cors-origin")
+@declared_option(Settings, "prefill")
+@declared_option(Settings, "indexes", flag="--index")
 @config_option(FunnelConfig, "pre_ranker")
 @config_option(FunnelConfig, "post_ranker")
-@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
-              help="Also answer requests addressed to NAME (the Host header); loopback names always are. Others get "
-                   "421, which stops web pages reaching the server by DNS rebinding. '*' answers any (needs --token).")
+@declared_option(Settings, "allowed_hosts", flag="--allowed-host")
 @click.option("--no-cache", is_flag=True,
               help="Bypass the on-disk caches (LLM calls, kept document states); memory keeps them per process.")
 @click.option("--calibration", type=click.Path(path_type=Path, dir_okay=False), metavar="FILE",
@@ -78,7 +73,7 @@ def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
 @document_options
 @remote_embedder_option
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
-          max_body_mb: float, cors_origins: tuple[str, ...], no_prefill: bool, indexes: tuple[str, ...],
+          max_body_mb: float, cors_origins: tuple[str, ...], prefill: bool, indexes: tuple[str, ...],
           pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool,
           calibration: Path | None, remote_embedder: str | None, **limits: Any) -> None:
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once.
@@ -91,7 +86,6 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
 
         from ragfunnel.serve.answering import load
         from ragfunnel.serve.app import create_app
-        from ragfunnel.serve.settings import Settings
     except ImportError as e:
         raise MissingExtra(e.name or "fastapi", "serve") from None
     if not is_loopback(host) and not token:
@@ -102,9 +96,9 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
                           f"server by DNS rebinding; set --token (or ${TOKEN_ENV}) too, or name the hosts")
     named = named_indexes(indexes)
     hosts = [*allowed_hosts, *([] if host in ("0.0.0.0", "::") else [host])]
-    settings = Settings(light=light, strong=strong, token=token or None, queue=queue, deadline=deadline,
-                        max_body_bytes=int(max_body_mb * 1024 * 1024), cors_origins=list(cors_origins),
-                        allowed_hosts=hosts, prefill=not no_prefill, indexes=named, pre_ranker=pre_ranker,
+    settings = Settings(host=host, port=port, light=light, strong=strong, token=token or None, queue=queue,
+                        deadline=deadline, max_body_mb=max_body_mb, cors_origins=list(cors_origins),
+                        allowed_hosts=hosts, prefill=prefill, indexes=named, pre_ranker=pre_ranker,
                         post_ranker=post_ranker, read_limits=read_limits(limits), remote_embedder=remote_embedder)
     if no_cache:
         from ragfunnel.llm import set_disk_caches

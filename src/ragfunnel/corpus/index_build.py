@@ -24,8 +24,6 @@ import numpy as np
 from ragfunnel.corpus.clustering import approx_tokens, cluster_documents
 from ragfunnel.corpus.graph import relation_graph
 from ragfunnel.corpus.index_manifest import (
-    DEFAULT_CLUSTER_TOKENS,
-    DEFAULT_PASSAGE_WORDS,
     DOCUMENT_DIGESTS,
     DOCUMENT_TOKENS,
     DOCUMENT_VECTORS,
@@ -33,6 +31,7 @@ from ragfunnel.corpus.index_manifest import (
     FORMAT,
     MANIFEST,
     VERSION,
+    IndexConfig,
     Manifest,
     file_sha256,
     read_manifest,
@@ -41,7 +40,6 @@ from ragfunnel.corpus.index_swap import PARTIAL_MARK, finish_index, partial_dire
 from ragfunnel.errors import ConfigError, InputError, option
 from ragfunnel.retrieve.bm25 import TokenIds, index_token_ids, tokenize_ids
 from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, EmbedderInfo, resolve_embedder
-from ragfunnel.retrieve.faiss_search import CHOICES as FAISS_CHOICES
 from ragfunnel.retrieve.faiss_search import faiss_installed, import_faiss
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document
@@ -52,7 +50,6 @@ if TYPE_CHECKING:
     from ragfunnel.retrieve.faiss_search import FaissConfig
 
 log = logging.getLogger(__name__)
-
 
 
 def check_documents(docs: list[Document]) -> None:
@@ -95,35 +92,27 @@ def listing(root: Path) -> dict[str, dict[str, int | str]]:
 def build_index(
     docs: list[Document],
     out: str | Path,
+    config: IndexConfig = IndexConfig(),  # noqa: B008 (frozen: one shared default is safe)
     *,
     source: str,
-    max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
-    flat: bool = False,
-    passage_words: int = DEFAULT_PASSAGE_WORDS,
-    embed_documents: bool = False,
-    faiss: str | None = None,
-    embedder: str = DEFAULT_EMBEDDER,
     ray: RayOptions | None = None,
     force: bool = False,
 ) -> Manifest:
-    """Cluster ``docs`` and write an index to ``out``; an up-to-date index there is kept as is.
+    """Cluster ``docs`` and write an index to ``out`` with the settings ``config``; an up-to-date index there is
+    kept as is.
 
-    ``faiss`` (with ``flat``): a FAISS index over the passage vectors, ``auto`` (its type by corpus size,
+    ``config.faiss`` (with ``flat``): a FAISS index over the passage vectors, ``auto`` (its type by corpus size,
     ``faiss_search.choose_kind``), ``flat``, ``hnsw``, ``ivf``, ``ivfpq``, or ``none``. Left unset, it is
     ``auto`` when the ``[faiss]`` extra is installed and ``none`` otherwise; set, it needs the extra.
-    ``embedder`` (a spec, ``ragfunnel.retrieve.embedders``) embeds the passages and documents, on the
+    ``config.embedder`` (a spec, ``ragfunnel.retrieve.embedders``) embeds the passages and documents, on the
     Ray cluster ``ray`` describes when given. Another process writing ``out`` meanwhile is refused
     (:class:`~ragfunnel.errors.RunBusy`, naming its PID).
     """
-    check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
-                  embedder=embedder, ray=ray)
+    check_extras(config, ray)
     with writing(Path(out)) as out:
-        # Resolved now: a bad spec or missing model stops before any work; its identity goes in the manifest.
-        chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
+        chosen = chosen_embedder(config)  # a bad spec or missing model stops before any work
         digest, digests = content_digests(docs)
-        wanted = (digest, max_cluster_tokens, passage_words if flat else 0, embed_documents,
-                  chosen and (chosen.spec, chosen.identity))
-        old = _kept_index(out, wanted, faiss, force=force)
+        old = _kept_index(out, (digest, *config.identity(chosen)), config.faiss, force=force)
         if old is not None:
             log.info("%s is up to date with %s", out, source)
             return old
@@ -133,16 +122,15 @@ def build_index(
         tmp = partial_directory(out)
         write_documents(docs, tmp, digests)
         tokens = document_tokens(docs)
-        clustering = write_clusters(docs, tokens, tmp, max_cluster_tokens)
-        n_passages, info = _write_embeddings(docs, tmp, flat=flat, passage_words=passage_words,
-                                             embed_documents=embed_documents, chosen=chosen, ray=ray)
-        faiss_config = write_faiss(tmp, faiss, n_passages) if flat else None
+        clustering = write_clusters(docs, tokens, tmp, config.max_cluster_tokens)
+        n_passages, info = _write_embeddings(docs, tmp, config, chosen=chosen, ray=ray)
+        faiss_config = write_faiss(tmp, config.faiss, n_passages) if config.flat else None
         return install(tmp, out, Manifest(
             format=FORMAT, version=VERSION, source=source, content_sha256=digest,
-            max_cluster_tokens=max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
+            max_cluster_tokens=config.max_cluster_tokens, documents=len(docs), clusters=clustering.clusters,
             graph=clustering.graph, edges=clustering.edges, links_outside=clustering.links_outside,
             oversize_documents=clustering.oversize_documents,
-            passages=n_passages, passage_words=passage_words if flat else 0,
+            passages=n_passages, passage_words=config.passage_words if config.flat else 0,
             build_seconds=round(time.perf_counter() - started, 3), files=listing(tmp), faiss=faiss_config,
             embedder=info,
         ))
@@ -154,43 +142,31 @@ def install(tmp: Path, out: Path, manifest: Manifest) -> Manifest:
     return manifest
 
 
-def check_options(*, max_cluster_tokens: int, flat: bool, embed_documents: bool, faiss: str | None, embedder: str,
-                   ray: RayOptions | None) -> None:
-    """Refuse settings that contradict each other, and a FAISS index without its extra, before any work."""
-    if max_cluster_tokens < 1:
-        raise ConfigError(f"max_cluster_tokens must be at least 1, got {max_cluster_tokens}")
-    if faiss is not None and faiss not in FAISS_CHOICES:
-        raise ConfigError(f"unknown FAISS index type {faiss!r}; valid: {', '.join(FAISS_CHOICES)}")
-    if faiss not in (None, "none") and not flat:
-        raise ConfigError(f"{option('faiss')}={faiss} indexes the flat passages' vectors; set {option('flat')} too")
-    if faiss not in (None, "none"):
+def check_extras(config: IndexConfig, ray: RayOptions | None) -> None:
+    """Refuse a FAISS index without its extra, and Ray with nothing to embed, before any work."""
+    if config.faiss not in (None, "none"):
         import_faiss()  # a missing extra stops here, before any work
-    if not (flat or embed_documents) and (embedder != DEFAULT_EMBEDDER or ray is not None):
-        given = f"{option('embedder')}={embedder}" if embedder != DEFAULT_EMBEDDER else option("ray")
-        raise ConfigError(f"{given} embeds flat passages and documents; set {option('flat')} (or "
+    if ray is not None and not config.embeds:
+        raise ConfigError(f"{option('ray')} embeds flat passages and documents; set {option('flat')} (or "
                           f"{option('embed_documents')}) too")
 
 
-def _build_key(m: Manifest) -> tuple[object, ...]:
-    """What decides whether an index can be kept: the corpus it holds and the settings it was built with."""
-    return (m.content_sha256, *settings_key(m))
-
-
-def settings_key(m: Manifest) -> tuple[object, ...]:
-    """The settings an index was built with, as :func:`build_index`'s ``wanted`` lists them after the corpus."""
-    return (m.max_cluster_tokens, m.passage_words, m.document_vectors,
-            m.embedder and (m.embedder.spec, m.embedder.identity))
+def chosen_embedder(config: IndexConfig) -> Embedder | None:
+    """The embedder ``config`` names, resolved (a bad spec or a missing model fails here); None for the bundled
+    MiniLM, which the manifest does not record."""
+    return resolve_embedder(config.embedder) if config.embedder != DEFAULT_EMBEDDER else None
 
 
 def _kept_index(out: Path, wanted: tuple[object, ...], faiss: str | None, *, force: bool) -> Manifest | None:
-    """The index in ``out`` when it is the one asked for (its :func:`_build_key` is ``wanted``), None when
-    ``out`` may be built into; a ConfigError when it holds another index (unless ``force``) or other files."""
+    """The index in ``out`` when it is the one asked for (its corpus digest and :meth:`Manifest.identity` are
+    ``wanted``), None when ``out`` may be built into; a ConfigError when it holds another index (unless
+    ``force``) or other files."""
     if (out / MANIFEST).exists() and not force:
         try:
             old = read_manifest(out)
         except InputError:
             old = None  # damaged, or from another ragfunnel: rebuilt only when asked
-        if old is not None and faiss_matches(old, faiss) and _build_key(old) == wanted:
+        if old is not None and faiss_matches(old, faiss) and (old.content_sha256, *old.identity()) == wanted:
             return old
         raise ConfigError(f"{out} holds an index of another corpus or configuration, or a damaged one; set "
                           f"{option('force')} to rebuild it, or write to another directory ({option('out')})")
@@ -240,14 +216,16 @@ def _write_bm25_indexes(tokens: TokenIds, clusters: list[list[int]], root: Path)
     _write_bm25(tokens, root / "documents.bm25")
 
 
-def _write_embeddings(docs: list[Document], root: Path, *, flat: bool, passage_words: int, embed_documents: bool,
-                      chosen: Embedder | None, ray: RayOptions | None) -> tuple[int, EmbedderInfo | None]:
-    """Write the flat passages and their vectors (``flat``) and the documents' vectors (``embed_documents``);
-    return how many passages there are and, for an embedder other than the default, what it is."""
+def _write_embeddings(docs: list[Document], root: Path, config: IndexConfig, *, chosen: Embedder | None,
+                      ray: RayOptions | None) -> tuple[int, EmbedderInfo | None]:
+    """Write the flat passages and their vectors (``config.flat``) and the documents' vectors
+    (``config.embed_documents``); return how many passages there are and, for an embedder other than the
+    default, what it is."""
+    flat = config.flat
     jobs = []  # (texts, vectors file, what): embedded one after the other, on Ray joining the cluster once
     if flat:
-        jobs.append((_write_spans(docs, root, passage_words), root / "flat.vectors.npy", "embed passages"))
-    if embed_documents:
+        jobs.append((_write_spans(docs, root, config.passage_words), root / "flat.vectors.npy", "embed passages"))
+    if config.embed_documents:
         jobs.append(([d.render() for d in docs], root / DOCUMENT_VECTORS, "embed documents"))
     write_vectors(jobs, spec=chosen.spec if chosen else DEFAULT_EMBEDDER, ray=ray,
                    identity=chosen.identity if chosen else None)

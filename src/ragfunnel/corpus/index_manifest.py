@@ -39,15 +39,16 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Literal, Protocol
 
 from ragfunnel.bounded import loads, read_regular_file
 from ragfunnel.corpus.index_swap import MANIFEST, restore_previous
-from ragfunnel.errors import InputError
-from ragfunnel.retrieve.embedders import EmbedderInfo
+from ragfunnel.declared import Config, setting
+from ragfunnel.errors import ConfigError, InputError, option
+from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, EmbedderInfo
 from ragfunnel.retrieve.faiss_search import FaissConfig
 
 FORMAT, VERSION = "ragfunnel-corpus-index", 2  # v2: documents.bm25/
-DEFAULT_CLUSTER_TOKENS, DEFAULT_PASSAGE_WORDS = 4000, 100  # ragfunnel index's defaults
 MAX_MANIFEST_BYTES = 1 << 20  # a manifest is counts, settings and a digest per file: a few kilobytes
 DOCUMENT_VECTORS = "documents.vectors.npy"
 DOCUMENT_DIGESTS = "documents.sha256.npy"
@@ -60,6 +61,60 @@ REQUIRED_FILES = ("documents.jsonl", "documents.offsets.npy", "clusters.members.
 FLAT_FILES = ("flat.spans.npy", "flat.vectors.npy")
 FAISS_FILE = "flat.faiss"  # with a FAISS index over flat.vectors.npy (manifest.faiss)
 _JSON_TYPES = {"str": str, "int": int, "float": (int, float)}  # a field's annotation -> the Python types JSON gives
+
+
+FaissChoice = Literal["auto", "flat", "hnsw", "ivf", "ivfpq", "none"]  # ragfunnel.retrieve.faiss_search.CHOICES
+
+
+class Embedded(Protocol):
+    """An embedder as an index's identity names it: a resolved one, or what a manifest records of it."""
+
+    spec: str
+    identity: str
+
+
+@dataclass(frozen=True)
+class IndexConfig(Config):
+    """The settings an index is built with: ``ragfunnel index``'s options, and :func:`build_index`'s and
+    :func:`update_index`'s configuration (``ragfunnel.corpus.index_build``, ``ragfunnel.corpus.index_update``)."""
+
+    max_cluster_tokens: int = setting(
+        4000, "Largest cluster of linked documents (FunnelRAG's retrieval unit), in approximate tokens.", ge=1,
+        unit="tokens")
+    flat: bool = setting(False, "Also cut documents into passages and embed them (--embedder) for `search --flat`.")
+    passage_words: int = setting(100, "Words per flat passage.", ge=1, le=100_000, unit="words")
+    embed_documents: bool = setting(
+        False, "Also embed every document (--embedder), so the default funnel pre-ranker looks vectors up instead of "
+               "encoding each query's retrieved documents.")
+    embedder: str = setting(
+        DEFAULT_EMBEDDER, "With --flat or --embed-documents: what embeds passages, documents and later the queries: "
+                          "bundled:minilm, hf:NAME_OR_DIR (a Hugging Face encoder in the local cache, or its "
+                          "directory), a model directory, or openai:URL#MODEL (an OpenAI-compatible embeddings "
+                          "server).", operator_only=True, metavar="SPEC")
+    faiss: FaissChoice | None = setting(
+        None, "With --flat: a FAISS index over the passage vectors for `search --flat`. auto picks by size: exact "
+              "flat up to 100k passages, hnsw up to 1M, ivf above, ivfpq when the vectors would fill half the memory.",
+        default_text="auto with the [faiss] extra installed, else none")
+
+    def check(self) -> None:
+        if self.faiss not in (None, "none") and not self.flat:
+            raise ConfigError(f"{option('faiss')}={self.faiss} indexes the flat passages' vectors; set "
+                              f"{option('flat')} too")
+        if self.embedder != DEFAULT_EMBEDDER and not self.embeds:
+            raise ConfigError(f"{option('embedder')}={self.embedder} embeds flat passages and documents; set "
+                              f"{option('flat')} (or {option('embed_documents')}) too")
+
+    @property
+    def embeds(self) -> bool:
+        """Whether the index holds vectors (of flat passages, or of documents)."""
+        return self.flat or self.embed_documents
+
+    def identity(self, embedder: Embedded | None) -> tuple[object, ...]:
+        """What an index must share with these settings to be kept in their place, or updated: its clusters'
+        size, its passages' (0 without them), whether it embeds documents, and by which ``embedder`` (the resolved
+        one, or the one a manifest records; None for the bundled MiniLM). A FAISS file is rebuilt at will."""
+        return (self.max_cluster_tokens, self.passage_words if self.flat else 0, self.embed_documents,
+                embedder and (embedder.spec, embedder.identity))
 
 
 @dataclass(frozen=True)
@@ -145,6 +200,17 @@ class Manifest:
         """Whether the index stores every document's vector (built with ``embed_documents``)."""
         return DOCUMENT_VECTORS in self.files
 
+    def settings(self) -> IndexConfig:
+        """The settings the index was built with."""
+        return IndexConfig(max_cluster_tokens=self.max_cluster_tokens, flat=bool(self.passages),
+                           passage_words=self.passage_words or IndexConfig.passage_words,
+                           embed_documents=self.document_vectors, faiss=self.faiss.kind if self.faiss else None,
+                           embedder=self.embedder.spec if self.embedder else DEFAULT_EMBEDDER)
+
+    def identity(self) -> tuple[object, ...]:
+        """What decides whether the index can be kept or updated (:meth:`IndexConfig.identity`)."""
+        return self.settings().identity(self.embedder)
+
     @classmethod
     def from_json(cls, data: dict) -> Manifest:
         """A manifest as written (ValueError naming the first bad field); the ``document_vectors`` flag of
@@ -184,13 +250,8 @@ def rebuild_fix(root: Path, manifest: Manifest | None = None) -> str:
 
 def build_options(m: Manifest) -> str:
     """The options of ``ragfunnel index`` that build an index like ``m`` (those not at their default)."""
-    clusters, words = m.max_cluster_tokens, m.passage_words
-    return "".join((f" --max-cluster-tokens {clusters}" if clusters != DEFAULT_CLUSTER_TOKENS else "",
-                    " --flat" if m.passages else "",
-                    f" --passage-words {words}" if m.passages and words != DEFAULT_PASSAGE_WORDS else "",
-                    f" --faiss {m.faiss.kind}" if m.faiss else "",
-                    " --embed-documents" if m.document_vectors else "",
-                    f" --embedder {m.embedder.spec}" if m.embedder else ""))
+    return "".join(f" --{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+                   for name, value in m.settings().not_at_default())
 
 
 def read_manifest(root: Path) -> Manifest:

@@ -32,35 +32,34 @@ import numpy as np
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.corpus.index_build import (
-    DEFAULT_CLUSTER_TOKENS,
     build_index,
     check_documents,
-    check_options,
+    check_extras,
+    chosen_embedder,
     content_digests,
     document_tokens,
     faiss_matches,
     install,
     listing,
     passage_text,
-    settings_key,
     write_clusters,
     write_documents,
     write_faiss,
     write_vectors,
 )
 from ragfunnel.corpus.index_manifest import (
-    DEFAULT_PASSAGE_WORDS,
     DOCUMENT_DIGESTS,
     DOCUMENT_TOKENS,
     DOCUMENT_VECTORS,
     MANIFEST,
+    IndexConfig,
     Manifest,
     read_manifest,
 )
 from ragfunnel.corpus.index_swap import index_folder, partial_directory, restore_previous, writing
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.retrieve.bm25 import TOKENISER_FILE, TokenIds, concatenate_tokens, tokeniser_identity
-from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER, resolve_embedder
+from ragfunnel.retrieve.embedders import DEFAULT_EMBEDDER
 from ragfunnel.retrieve.faiss_search import choose_kind, import_faiss, physical_memory
 from ragfunnel.text import word_windows
 from ragfunnel.types import Document
@@ -98,43 +97,34 @@ class IndexUpdate:
 def update_index(
     docs: list[Document],
     out: str | Path,
+    config: IndexConfig = IndexConfig(),  # noqa: B008 (frozen: one shared default is safe)
     *,
     source: str,
-    max_cluster_tokens: int = DEFAULT_CLUSTER_TOKENS,
-    flat: bool = False,
-    passage_words: int = DEFAULT_PASSAGE_WORDS,
-    embed_documents: bool = False,
-    faiss: str | None = None,
-    embedder: str = DEFAULT_EMBEDDER,
     ray: RayOptions | None = None,
 ) -> IndexUpdate:
     """Make the index in ``out`` hold ``docs``, reusing what it holds of them; build it when ``out`` has none.
 
-    The options must be the ones the index was built with (a ConfigError names ``force`` otherwise);
-    ``faiss`` unset: see :func:`_faiss_kind`.
+    ``config`` must be the settings the index was built with (a ConfigError names ``force`` otherwise);
+    ``config.faiss`` unset: see :func:`_faiss_kind`.
     """
     out = Path(out)
-    check_options(max_cluster_tokens=max_cluster_tokens, flat=flat, embed_documents=embed_documents, faiss=faiss,
-                  embedder=embedder, ray=ray)
-    built_with = dict(max_cluster_tokens=max_cluster_tokens, flat=flat, passage_words=passage_words,
-                      embed_documents=embed_documents, faiss=faiss, embedder=embedder, ray=ray)
+    check_extras(config, ray)
     restore_previous(out)
     if not (index_folder(out) / MANIFEST).exists():  # build_index takes the writer lock itself
-        return IndexUpdate(build_index(docs, out, source=source, **built_with), kept=0, added=len(docs),
+        return IndexUpdate(build_index(docs, out, config, source=source, ray=ray), kept=0, added=len(docs),
                            changed=0, removed=0, rewritten=True)
     check_documents(docs)
     with writing(out) as out:  # the folder itself, when out is a link to it
         digest, digests = content_digests(docs)
         manifest = read_manifest(out)
-        if digest == manifest.content_sha256 and faiss_matches(manifest, faiss):  # before hashing every file
+        if digest == manifest.content_sha256 and faiss_matches(manifest, config.faiss):  # before hashing every file
             log.info("%s is up to date with %s", out, source)
             return IndexUpdate(manifest, kept=len(docs), added=0, changed=0, removed=0)
-        chosen = resolve_embedder(embedder) if embedder != DEFAULT_EMBEDDER else None
+        chosen = chosen_embedder(config)
         old = CorpusIndex(out, remote_embedder=chosen and chosen.spec)  # every file checked against the manifest
         try:
-            _check_updatable(old, out, (max_cluster_tokens, passage_words if flat else 0, embed_documents,
-                                        chosen and (chosen.spec, chosen.identity)), faiss)
-            kind = _faiss_kind(old.manifest, faiss, old.embedder.dim)
+            _check_updatable(old, out, config.identity(chosen), config.faiss)
+            kind = _faiss_kind(old.manifest, config.faiss, old.embedder.dim)
             if kind != "none":
                 import_faiss()  # a missing extra stops here, before any embedding
             return _update(old, docs, digest, digests, out, source=source, faiss=kind, ray=ray)
@@ -155,25 +145,18 @@ def _faiss_kind(m: Manifest, faiss: str | None, dim: int) -> str:
 
 
 def _built_with(m: Manifest) -> str:
-    """The options an index was built with that are not the defaults, each spelled by the front end."""
-    given = [(option("max_cluster_tokens"), m.max_cluster_tokens, m.max_cluster_tokens != DEFAULT_CLUSTER_TOKENS),
-             (option("flat"), "", bool(m.passages)),
-             (option("passage_words"), m.passage_words, bool(m.passages) and m.passage_words != DEFAULT_PASSAGE_WORDS),
-             (option("faiss"), m.faiss and m.faiss.kind, m.faiss is not None),
-             (option("embed_documents"), "", m.document_vectors),
-             (option("embedder"), m.embedder and m.embedder.spec, m.embedder is not None)]
-    # Not str.strip(): it takes the option marks (\x1e, \x1f) for whitespace.
-    return ", ".join(f"{name} {value}" if value != "" else name for name, value, shown in given if shown) \
-        or "the defaults"
+    """The settings an index was built with that are not the defaults, each spelled by the front end."""
+    return ", ".join(option(name) if value is True else f"{option(name)} {value}"
+                     for name, value in m.settings().not_at_default()) or "the defaults"
 
 
 def _check_updatable(old: CorpusIndex, out: Path, wanted: tuple[object, ...], faiss: str | None) -> None:
     m = old.manifest
     rebuild = f"or rebuild it with these (with {option('force')} instead of {option('update')})"
-    if settings_key(m)[:3] != wanted[:3] or not faiss_matches(m, faiss):
+    if m.identity()[:3] != wanted[:3] or not faiss_matches(m, faiss):
         raise ConfigError(f"{out} was built with other options ({_built_with(m)}); pass the same ones to update "
                           f"it, {rebuild}")
-    if settings_key(m)[3] != wanted[3]:
+    if m.identity()[3] != wanted[3]:
         raise ConfigError(f"{out} was embedded by another embedder, or by other files of the same one "
                           f"({m.embedder.spec if m.embedder else DEFAULT_EMBEDDER}); {rebuild}")
     if missing := [name for name in UPDATE_FILES if name not in m.files]:

@@ -1,43 +1,47 @@
 """Size limits for the files a reader opens: a whole file, the parts of a zip container (DOCX, EPUB), what a
 PDF's compressed streams, page tree and text may grow to, and the memory and time its reading process may take
-(checked by :mod:`ragfunnel.documents.pdf` as it reads)."""
+(checked by :mod:`ragfunnel.documents.pdf` as it reads), each declared once with its bounds and help
+(:mod:`ragfunnel.declared`)."""
 
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from ragfunnel.errors import ConfigError, InputError, option
+from ragfunnel.declared import Config, setting
+from ragfunnel.errors import InputError, option
 
 MB = 1024 * 1024
 
 
 @dataclass(frozen=True)
-class ReadLimits:
-    """``max_document_mb``: the largest file read (a reader holds a file's text in memory);
-    ``max_unzipped_mb`` and ``max_zip_ratio``: what a DOCX or EPUB may expand to, in all and per part;
-    ``max_pdf_stream_mb`` and ``max_inflated_mb``: what one compressed stream of a PDF, and all of them, may
-    expand to (pdfium holds a stream it decodes whole, and twice over while it grows);
-    ``max_pdf_pages``: the pages a PDF's page tree may list (one page listed 900,000 times is a small file);
-    ``max_pdf_text_chars``: the text read from one PDF;
-    ``max_pdf_memory_mb`` and ``max_pdf_seconds``: the address space and the time of the process that reads a
-    PDF's pages (pdfium's memory grows with what a page draws: about 190 bytes per character of text)."""
+class ReadLimits(Config):
+    """What a reader may read of one file: the file, the parts of a zip container (DOCX, EPUB), what a PDF's
+    compressed streams (pdfium holds a stream it decodes whole, and twice over while it grows), page tree and
+    text may grow to, and the address space and time of the process that reads a PDF's pages."""
 
-    max_document_mb: float = 200.0
-    max_unzipped_mb: float = 500.0
-    max_zip_ratio: float = 200.0
-    max_pdf_stream_mb: float = 64.0
-    max_inflated_mb: float = 256.0
-    max_pdf_pages: int = 10_000
-    max_pdf_text_chars: int = 50_000_000
-    max_pdf_memory_mb: float = 1024.0
-    max_pdf_seconds: float = 120.0  # 10,000 pages (the page limit) of a real book take about 25 s
-
-    def __post_init__(self) -> None:
-        for field in fields(self):
-            if not getattr(self, field.name) > 0:
-                raise ConfigError(f"{field.name} is {getattr(self, field.name)!r}; it must be a number above 0")
+    max_document_mb: float = setting(200.0, "Refuse files larger than this (a reader holds a file's text in memory).",
+                                     gt=0, unit="MB")
+    max_unzipped_mb: float = setting(500.0, "Refuse a DOCX or EPUB that expands to more than this (zip bombs).",
+                                     gt=0, unit="MB")
+    max_zip_ratio: float = setting(200.0, "Refuse a DOCX or EPUB part that expands more than this many times.", ge=1)
+    max_pdf_stream_mb: float = setting(64.0, "Refuse a PDF with a compressed stream that expands to more than this "
+                                             "(decompression bombs; the PDF reader holds a stream whole, twice over).",
+                                       gt=0, unit="MB")
+    max_inflated_mb: float = setting(256.0, "Refuse a PDF whose compressed streams expand to more than this in all.",
+                                     gt=0, unit="MB")
+    # One page listed 900,000 times in a page tree is a small file.
+    max_pdf_pages: int = setting(10_000, "Refuse a PDF whose page tree lists more pages than this.", ge=1)
+    max_pdf_text_chars: int = setting(50_000_000, "Stop reading a PDF, and refuse it, past this many characters of "
+                                                  "text.", ge=1, unit="characters")
+    # pdfium's memory grows with what a page draws: about 190 bytes per character of text.
+    max_pdf_memory_mb: float = setting(1024.0, "Refuse a PDF whose reading process needs more memory than this "
+                                               "(pdfium's grows with what a page draws, whatever the file's size).",
+                                       gt=0, unit="MB")
+    # 10,000 pages (the page limit) of a real book take about 25 s.
+    max_pdf_seconds: float = setting(120.0, "Stop reading a PDF, and refuse it, after this many seconds.", gt=0,
+                                     unit="seconds")
 
 
 def check_file_size(path: Path, limits: ReadLimits) -> None:

@@ -10,21 +10,21 @@ chooses). Configurations compose, each adding what its methods need:
   :class:`AutoConfig`;
 - the corpus methods' :class:`FunnelConfig`, :class:`CorpusFBConfig`, :class:`DragConfig`, :class:`IterDragConfig`.
 
-Building a configuration validates it, and an error names the field (:func:`ragfunnel.errors.option`). The
-front ends are generated from the fields: the command line's options (``ragfunnel.cli.common``), the request
-options of ``serve``, the OpenAI endpoint and MCP (``ragfunnel.serve.options``).
+The fields are declared with :mod:`ragfunnel.declared`: building a configuration validates it, and an error names
+the field (:func:`ragfunnel.errors.option`). The front ends are generated from the fields: the command line's
+options (``ragfunnel.cli.common``), the request options of ``serve``, the OpenAI endpoint and MCP
+(``ragfunnel.serve.options``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field, fields
-from functools import cache
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from ragfunnel.declared import Config, default_changed, setting
+from ragfunnel.declared import Option as Option  # read by the front ends with the methods' configurations
+from ragfunnel.declared import options_of_config as options_of_config
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.llm import DEFAULT_LIGHT
 from ragfunnel.prompts import check_task
@@ -40,141 +40,6 @@ STEP_TOKENS = 64  # an IterDRAG step writes one short line: a follow-up question
 OPEN_TASKS = ("qa", "multihop")  # DRAG and IterDRAG answer open questions
 DraftFrom = Literal["warm", "selection", "document"]
 Prefer = Literal["speed", "balanced", "quality"]
-
-
-@dataclass(frozen=True)
-class Spec:
-    """What a front end needs to know of one option besides its name, type and default."""
-
-    help: str
-    ge: float | None = None
-    gt: float | None = None
-    le: float | None = None
-    unit: str = ""
-    operator_only: bool = False  # names a model, a file or a URL: never set by a remote client
-    default_text: str | None = None  # the default in words, where it is computed from other options
-    metavar: str | None = None
-    front_end: bool = True  # False: each front end sets it from a field of its own (the question's task)
-
-
-def setting(default: Any, help: str, **spec: Any) -> Any:
-    """A configuration field: its default and its :class:`Spec`."""
-    return field(default=default, metadata={"spec": Spec(help=help, **spec)})
-
-
-def default_changed(config: type, name: str, default: Any) -> Any:
-    """Field ``name`` of ``config`` again, with another default: the same option (one :class:`Spec`), as a
-    method that starts elsewhere sees it."""
-    return field(default=default, metadata=config.__dataclass_fields__[name].metadata)
-
-
-@dataclass(frozen=True)
-class Option:
-    """One field of a configuration, as the front ends read it."""
-
-    name: str
-    kinds: tuple[type, ...]  # the accepted Python types, None's aside (str, int, float, bool)
-    optional: bool  # None is accepted (the default is computed)
-    choices: tuple[str, ...] | None
-    default: Any
-    spec: Spec
-
-
-def _kinds(hint: Any) -> tuple[tuple[type, ...], bool, tuple[str, ...] | None]:
-    """The simple types a field hint allows, whether it allows None, and its choices if it is a Literal."""
-    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-    optional = type(None) in args
-    kinds: list[type] = []
-    choices = None
-    for arg in args:
-        if typing.get_origin(arg) is Literal:
-            choices = tuple(typing.get_args(arg))
-            kinds.append(str)
-        elif isinstance(arg, type) and arg is not type(None):
-            kinds.append(arg)
-    return tuple(kinds), optional, choices
-
-
-class Config:
-    """Validation shared by every configuration: types, bounds and choices, then the configuration's own
-    :meth:`check` of options that depend on each other."""
-
-    def __post_init__(self) -> None:
-        for opt in options_of_config(type(self)):
-            value = getattr(self, opt.name)
-            checked = _checked(opt, value)
-            if checked is not value:
-                object.__setattr__(self, opt.name, checked)
-        self.check()
-
-    def check(self) -> None:
-        """Rules between options; a configuration that has them overrides this."""
-
-    def narrowed(self, config: type[C]) -> C:
-        """This configuration's values for the fields ``config`` shares with it (an ``auto`` ladder's rungs)."""
-        mine = {f.name for f in fields(self)}  # type: ignore[arg-type]
-        return config(**{f.name: getattr(self, f.name) for f in fields(config) if f.name in mine})
-
-    def changed(self: C, **values: Any) -> C:
-        return dataclasses.replace(self, **values)  # type: ignore[type-var]
-
-
-C = typing.TypeVar("C", bound=Config)
-
-
-def _checked(opt: Option, value: Any) -> Any:
-    """``value`` if it is of ``opt``'s type, bounds and choices (an int where a float goes becomes a float)."""
-    if value is None and opt.optional:
-        return value
-    simple = {str, int, float, bool}
-    if not set(opt.kinds) <= simple:  # Python objects (a loaded model, demonstrations) are the caller's
-        return value
-    if float in opt.kinds and type(value) is int:
-        value = float(value)
-    if type(value) not in opt.kinds:
-        wanted = " or ".join(k.__name__ for k in opt.kinds) + (" or None" if opt.optional else "")
-        raise ConfigError(f"{option(opt.name)} must be {wanted}, got {value!r}")
-    if opt.choices is not None and value not in opt.choices:
-        raise ConfigError(f"{option(opt.name)} must be one of {', '.join(opt.choices)}, got {value!r}")
-    _check_bounds(opt, value)
-    return value
-
-
-def _check_bounds(opt: Option, value: Any) -> None:
-    spec = opt.spec
-    if type(value) not in (int, float):
-        return
-    too_low = (spec.ge is not None and value < spec.ge) or (spec.gt is not None and value <= spec.gt)
-    if too_low or (spec.le is not None and value > spec.le):
-        raise ConfigError(f"{option(opt.name)} must be {bounds_text(spec)}, got {value!r}")
-
-
-def bounds_text(spec: Spec) -> str:
-    """``between 1 and 64``, ``at least 0``, ``above 0`` ..."""
-    low = spec.gt if spec.gt is not None else spec.ge
-    if low is not None and spec.le is not None and spec.gt is None:
-        return f"between {_number(low)} and {_number(spec.le)}"
-    parts = []
-    if low is not None:
-        parts.append(f"{'above' if spec.gt is not None else 'at least'} {_number(low)}")
-    if spec.le is not None:
-        parts.append(f"at most {_number(spec.le)}")
-    return " and ".join(parts) or "a number"
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else str(value)
-
-
-@cache
-def options_of_config(config: type) -> tuple[Option, ...]:
-    """The fields of ``config`` with their types and specs, in declaration order."""
-    hints = typing.get_type_hints(config)
-    found = []
-    for f in fields(config):
-        kinds, optional, choices = _kinds(hints[f.name])
-        found.append(Option(f.name, kinds, optional, choices, f.default, f.metadata["spec"]))
-    return tuple(found)
 
 
 @dataclass(frozen=True)

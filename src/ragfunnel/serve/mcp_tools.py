@@ -44,7 +44,7 @@ from ragfunnel.serve.documents import DocumentStore
 from ragfunnel.serve.jobs import Job, JobQueue, QueueFull
 from ragfunnel.serve.mcp_stdio import run_stdio
 from ragfunnel.serve.options import client_model, echoed
-from ragfunnel.serve.settings import SEARCH_TOP_K, check_question_size
+from ragfunnel.serve.settings import SEARCH_TOP_K, Settings, check_question_size
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace, on_stage
 from ragfunnel.version import __version__
@@ -64,8 +64,8 @@ class ToolState:
     indexes: dict[str, Path] = field(default_factory=dict)
     limits: ReadLimits = field(default_factory=ReadLimits)
     remote_embedder: str | None = None  # the embeddings server trusted with the queries of an index it embedded
-    queue: int = 8
-    deadline: float = 600.0
+    queue: int = Settings.queue
+    deadline: float = Settings.deadline
     documents: DocumentStore = field(default_factory=DocumentStore)
     _jobs: JobQueue | None = field(default=None, init=False, repr=False)
 
