@@ -6,6 +6,7 @@ settings outside the methods (an index's, the reader's limits, the server's) are
 from __future__ import annotations
 
 import ast
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -256,3 +257,10 @@ def test_no_declared_default_is_written_again():
                     and (where, name) not in NOT_THE_SAME_SETTING):
                 again.append(f"{where}:{line} {name} = {value!r}")
     assert not again, "a declared default written again:\n" + "\n".join(sorted(again))
+
+
+def test_the_index_takes_the_faiss_kinds_faiss_search_builds():
+    from ragfunnel.corpus.index_manifest import FaissChoice
+    from ragfunnel.retrieve.faiss_search import CHOICES
+
+    assert typing.get_args(FaissChoice) == CHOICES
