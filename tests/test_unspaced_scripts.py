@@ -98,7 +98,7 @@ def test_every_chinese_longbench_dataset_runs_on_every_method(tmp_path, dataset,
     import ragfunnel.llm.speed as speed
     from ragfunnel.eval.datasets import load_dataset
     from ragfunnel.llm.speed import SpeedProfile
-    from ragfunnel.methods import CONTEXT_METHODS, make_method, options_of
+    from ragfunnel.methods import CONTEXT_METHODS, make_method
 
     data = tmp_path / f"{dataset}.jsonl"
     data.write_text(json.dumps({"_id": f"{dataset}-0", "dataset": dataset, **_ZH_ROWS[dataset]},
@@ -111,8 +111,8 @@ def test_every_chinese_longbench_dataset_runs_on_every_method(tmp_path, dataset,
     monkeypatch.setitem(speed._measured, "FakeLLM:light", SpeedProfile(400, 40))
     monkeypatch.setitem(speed._measured, "FakeLLM:strong", SpeedProfile(100, 10))
     for name in CONTEXT_METHODS:  # before: "the context budget of 1500 tokens is smaller than one chunk"
-        models = {"light": light, "strong": strong} if "light" in options_of(name) else {"strong": strong}
-        prediction = make_method(name, task=example.task, **models).run(example.question, example.context)
+        prediction = make_method(name, task=example.task, light=light, strong=strong).run(example.question,
+                                                                                          example.context)
         assert prediction.answer, name
         if not prediction.method.endswith("lc"):  # auto may pick LC: it reads the whole text
             assert 1 < len(prediction.chunks_used) and sum(
