@@ -15,6 +15,7 @@ from ragfunnel.errors import InputError  # noqa: E402
 from ragfunnel.llm import FakeLLM  # noqa: E402
 from ragfunnel.llm.registry import registered  # noqa: E402
 from ragfunnel.serve.mcp_tools import ToolState, build_server  # noqa: E402
+from ragfunnel.serve.settings import Settings  # noqa: E402
 
 TEXT = "The ferry to Gull Rock leaves at nine."
 
@@ -42,8 +43,10 @@ def calls(state: ToolState, script, *, strong=reply):
             state.close()
 
 
-def tools_state(root, **given) -> ToolState:
-    return ToolState(root=root, light="fake:light", strong="fake:strong", **given)
+def tools_state(root, indexes=None, **settings) -> ToolState:
+    """The tools' state over ``root``, answering with ``fake:light`` and ``fake:strong``, ``settings`` changed."""
+    return ToolState(root=root, settings=Settings(light="fake:light", strong="fake:strong", **settings),
+                     indexes=indexes or {})
 
 
 def test_an_answer_takes_checked_options_and_runs_as_a_job_with_its_stages_as_progress(root):
@@ -171,7 +174,7 @@ def test_a_search_runs_as_a_job_with_its_own_size(root, monkeypatch):
     assert [len(r.structured_content["result"]) for r in (one, three)] == [1, 3]
     assert one.structured_content["result"][0]["title"] == "Port Ellis"
     assert too_many.is_error and "top_k must be between 1 and 100" in too_many.content[0].text
-    assert state._jobs is not None  # the searches went through the queue
+    assert state._service is not None  # the searches went through the service's queue
 
 
 def test_a_document_is_removed_unless_an_answer_reads_it(root):
@@ -281,7 +284,7 @@ def test_a_file_over_the_size_limit_says_what_a_client_can_do(root):
         return [await client.call_tool("add_document", {"path": "big.txt"}),
                 await client.call_tool("answer", {"question": "Where?", "path": "big.txt"})]
 
-    for refused in calls(tools_state(root, limits=ReadLimits(max_document_mb=1)), script):
+    for refused in calls(tools_state(root, read_limits=ReadLimits(max_document_mb=1)), script):
         text = refused.content[0].text
         assert refused.is_error and "big.txt is 3 MB, over the 1 MB limit" in text
         assert "raise it with `ragfunnel mcp --max-document-mb` (the server's operator sets it), or send a " \
@@ -306,3 +309,35 @@ def test_every_read_limit_is_spelled_as_a_flag_ragfunnel_mcp_has():
 def test_a_path_holding_a_nul_says_so(tmp_path):
     with pytest.raises(InputError, match="holds a NUL character"):
         ToolState(root=tmp_path).inside("notes\x00.txt")
+
+
+def test_answers_with_the_same_method_and_options_share_one_kept_method(root, monkeypatch):
+    from ragfunnel.serve import answering
+
+    built, make_method = [], answering.make_method
+
+    def counted(name, **options):
+        built.append(name)
+        return make_method(name, **options)
+
+    monkeypatch.setattr(answering, "make_method", counted)
+
+    async def script(client):
+        return [await client.call_tool("answer", {"question": "When?", "text": TEXT, "method": "op",
+                                                  "options": options})
+                for options in ({"budget": 400}, {"budget": 400}, {"budget": 300})]
+
+    state = tools_state(root)
+    answers = calls(state, script)
+    assert all(not a.is_error and a.structured_content["answer"] == "nine" for a in answers)
+    assert built == ["op", "op"]  # once for budget 400, once for 300
+    assert len(state.service().methods) == 2
+
+
+def test_a_session_that_only_lists_the_tools_makes_no_service(root):
+    async def script(client):
+        return await client.list_tools()
+
+    state = tools_state(root)
+    assert len(calls(state, script).tools) == 5
+    assert state._service is None  # no worker started, no model resolved

@@ -78,7 +78,7 @@ def test_a_document_being_answered_is_409_and_the_answer_ends_normally():
 
 
 def test_the_store_refuses_to_remove_a_document_while_it_is_read_and_not_after():
-    store = DocumentStore()
+    store = DocumentStore(limit=4)
     doc, _ = store.add("The ferry leaves at nine.")
     with store.reading(doc), store.reading(doc):
         with pytest.raises(DocumentInUse, match="being answered now"):

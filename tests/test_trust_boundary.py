@@ -126,7 +126,8 @@ def test_mcp_search_and_serve_refuse_an_index_naming_a_server(tmp_path, listener
 
     url, heard = listener
     root = crafted_index(tmp_path, url, operators_server[0])
-    server = build_server(ToolState(root=tmp_path.resolve(), light="fake", strong="fake", indexes={"named": root}))
+    server = build_server(ToolState(root=tmp_path.resolve(), settings=Settings(light="fake", strong="fake"),
+                                    indexes={"named": root}))
     for index in ("idx", "named"):  # a folder under the root, and an index the server was started with
         with pytest.raises(ToolError, match="pass `ragfunnel mcp --remote-embedder`"):
             asyncio.run(server.call_tool("search", {"index": index, "query": "Who kept the lamp?"}))

@@ -16,8 +16,12 @@ from ragfunnel.methods import DEFAULT_CORPUS_METHOD, DEFAULT_METHOD, ContextMeth
 from ragfunnel.methods.base import check_question
 from ragfunnel.methods.funnel import open_funnel
 from ragfunnel.retrieve.rerank import DEFAULT_PRE_RANKER
+from ragfunnel.source import Source
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction
+
+SOURCE_REFUSAL = ("answer() reads a context (a long text), files (paths of documents or folders), or an index "
+                  "(a corpus index directory); pass exactly one")
 
 
 def answer(
@@ -52,20 +56,18 @@ def answer(
     refused when named by its directory; open it as ``CorpusIndex(DIR, remote_embedder="openai:URL#MODEL")``
     to trust that server with its queries and ``OPENAI_API_KEY``.
     """
-    if sum(source is not None for source in (context, files, index)) != 1:
-        raise ConfigError("answer() reads a context (a long text), files (paths of documents or folders), or an "
-                          "index (a corpus index directory); pass exactly one")
-    if index is None:
+    source = Source(context=context, files=files, index=index, refusal=SOURCE_REFUSAL)
+    if source.index is None:
         chosen = make_method(method or DEFAULT_METHOD, **options)
     else:
-        chosen = make_method(method or DEFAULT_CORPUS_METHOD, index=index, **options)
+        chosen = make_method(method or DEFAULT_CORPUS_METHOD, index=source.index, **options)
     if abstain is not None:
         chosen = Abstaining(chosen, abstain)
     with using_calibration(calibration):
-        if index is not None:
+        if source.index is not None:
             return chosen.run(question, choices=choices)
-        located = (LocatedContext.of_text(check_context(context)) if context is not None
-                   else read_context(list(files or []), ReadLimits()))
+        located = (LocatedContext.of_text(check_context(source.context)) if source.context is not None
+                   else read_context(list(source.files or []), ReadLimits()))
         return answer_located(chosen, question, located, choices=choices)
 
 

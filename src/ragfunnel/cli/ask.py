@@ -36,7 +36,11 @@ from ragfunnel.methods import (
     described,
     make_method,
 )
+from ragfunnel.source import Source
 from ragfunnel.types import Prediction, on_stage
+
+SOURCE_REFUSAL = ("pass either --context PATH (documents to answer from) or --index DIR (a corpus index), not both "
+                  "or neither")
 
 
 @click.command()
@@ -66,16 +70,14 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
     limits = read_limits(given)
     below = given.pop("abstain", None)
     options = {k: v for k, v in given.items() if v is not None}
-    if bool(context_paths) == (index_dir is not None):
-        raise ConfigError("pass either --context PATH (documents to answer from) or --index DIR (a corpus index), "
-                          "not both or neither")
-    method = method or (DEFAULT_METHOD if index_dir is None else DEFAULT_CORPUS_METHOD)
-    check_source(method, index=index_dir)
-    check_options(method, {k: v for k, v in options.items() if k not in MODELS}, over_index=index_dir is not None)
-    located = read_context(list(context_paths), limits) if context_paths else None
-    if remote_embedder is not None and index_dir is None:
+    source = Source(files=context_paths or None, index=index_dir, refusal=SOURCE_REFUSAL)
+    method = method or (DEFAULT_METHOD if source.index is None else DEFAULT_CORPUS_METHOD)
+    check_source(method, index=source.index)
+    check_options(method, {k: v for k, v in options.items() if k not in MODELS}, over_index=source.index is not None)
+    located = None if source.files is None else read_context(list(source.files), limits)
+    if remote_embedder is not None and source.index is None:
         raise ConfigError("--remote-embedder trusts the embeddings server of an --index; --context uses none")
-    index = None if index_dir is None else CorpusIndex(index_dir, remote_embedder=remote_embedder)
+    index = None if source.index is None else CorpusIndex(source.index, remote_embedder=remote_embedder)
     chosen = make_method(method, index=index, task=task, **options)  # before any model loads
     if below is not None:
         chosen = Abstaining(chosen, below)

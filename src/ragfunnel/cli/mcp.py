@@ -39,9 +39,9 @@ def mcp(root: Path, http_port: int | None, token: str | None, light: str, strong
         raise MissingExtra(e.name or "mcp", "mcp") from None
 
     set_disk_caches(not no_cache)
-    state = ToolState(root=root.resolve(), light=light, strong=strong,
-                      indexes={name: Path(path) for name, path in named_indexes(indexes).items()},
-                      limits=read_limits(given), remote_embedder=remote_embedder)
+    settings = Settings(light=light, strong=strong, read_limits=read_limits(given), remote_embedder=remote_embedder)
+    state = ToolState(root=root.resolve(), settings=settings,
+                      indexes={name: Path(path) for name, path in named_indexes(indexes).items()})
     if http_port is None:
         serve_stdio(state)
     else:

@@ -1,14 +1,16 @@
 """The service's state, and the work behind its answers and searches.
 
-:class:`ServiceState` is what a running service holds: the operator's settings, the two models (warm), the
-indexes, the stored documents and the one job queue, and what it keeps between requests (method objects, and
-per index the funnel's rankers and the retriever searches use), built on the queue's worker. A request reads
-the state and passes its own values as arguments, so no object another request uses is changed by it.
+:class:`ServiceState` is what a running service holds: the operator's settings, the two models (warm, or MCP's
+loaded by the first job that needs them), the indexes, the stored documents and the one job queue, and what it
+keeps between requests (method objects, and per index the funnel's rankers and the retriever searches use),
+built on the queue's worker. A request reads the state and passes its own values as arguments, so no object
+another request uses is changed by it.
 
 :func:`load` loads the models and indexes at start. :func:`answer_job` and :func:`search_job` turn a request
 into the label and work of one job; everything a request can get wrong is refused before its job is queued,
 and building a method (which may load a model) happens on the worker. :func:`checked_method` is the check
-every answer passes, whichever front end asked (``/v1/answer``, chat completions, MCP's ``answer``).
+every answer passes and :meth:`ServiceState.answered` the work of every answer, whichever front end asked
+(``/v1/answer``, chat completions, MCP's ``answer``).
 """
 
 from __future__ import annotations
@@ -38,13 +40,15 @@ from ragfunnel.methods import (
     registered,
 )
 from ragfunnel.methods.base import check_question
+from ragfunnel.methods.config import AnswerConfig
 from ragfunnel.prompts import check_task
 from ragfunnel.serve.documents import Document, DocumentStore, chunk_view, citations_view
 from ragfunnel.serve.jobs import Job, JobQueue
 from ragfunnel.serve.options import checked_options, echoed
 from ragfunnel.serve.settings import API, Settings
+from ragfunnel.source import Source
 from ragfunnel.text import check_context
-from ragfunnel.types import StageTrace, on_stage
+from ragfunnel.types import Prediction, StageTrace, on_stage
 
 if TYPE_CHECKING:
     from ragfunnel.corpus.funnel import FunnelRetriever
@@ -56,6 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("ragfunnel.serve")
 
 METHODS_KEPT = 32  # method objects kept between requests, the least recently used dropped first
+SOURCE_REFUSAL = "pass exactly one of document_id (a stored document), text, and index"
 
 
 class NotFound(InputError):
@@ -96,16 +101,16 @@ class Rankers:
 
 @dataclass
 class ServiceState:
-    """What a running service holds. The settings, models, indexes, document store and queue are set at start;
-    ``methods``, ``rankers`` and ``retrievers`` are filled on the queue's worker as requests first need them,
-    and what is in them is never changed by a request (a search passes its sizes to the retriever)."""
+    """What a running service holds. The settings, indexes, document store and queue are set at start, and the
+    models at start too (``serve``) or by the first job that needs each (``mcp``); ``methods``, ``rankers`` and
+    ``retrievers`` are filled on the queue's worker as requests first need them, and what is in them is never
+    changed by a request (a search passes its sizes to the retriever)."""
 
     settings: Settings
-    light: LLM
-    strong: LLM
     indexes: dict[str, CorpusIndex]
     documents: DocumentStore
     jobs: JobQueue
+    resolved: dict[str, LLM] = field(default_factory=dict)  # the models by role, once loaded
     methods: OrderedDict[str, Method] = field(default_factory=OrderedDict)
     rankers: dict[str, Rankers] = field(default_factory=dict)
     retrievers: dict[str, FunnelRetriever] = field(default_factory=dict)
@@ -115,12 +120,35 @@ class ServiceState:
         """The state of a service starting with ``loaded``: no documents yet, and one queue for every job (the
         strong model's text is what streams)."""
         jobs = JobQueue(capacity=settings.queue, streaming=loaded.strong)
-        return cls(settings, loaded.light, loaded.strong, loaded.indexes, DocumentStore(settings.documents), jobs)
+        return cls(settings, loaded.indexes, DocumentStore(settings.documents), jobs,
+                   resolved={"light": loaded.light, "strong": loaded.strong})
+
+    @classmethod
+    def on_demand(cls, settings: Settings) -> ServiceState:
+        """The state of a service that loads nothing before a job needs it (MCP's: a host lists the tools at
+        once): each model is resolved on the worker by the first job that uses it. It has no indexes of its own
+        and streams no text."""
+        return cls(settings, {}, DocumentStore(settings.documents), JobQueue(capacity=settings.queue))
+
+    @property
+    def light(self) -> LLM:
+        """The draft model (FB-RAG's): loaded at start, or by the first job that needs it."""
+        return self._model("light", self.settings.light)
+
+    @property
+    def strong(self) -> LLM:
+        """The answering model: loaded at start, or by the first job that needs it."""
+        return self._model("strong", self.settings.strong)
 
     @property
     def models(self) -> dict[str, LLM]:
         """The models by role."""
         return {"light": self.light, "strong": self.strong}
+
+    def _model(self, role: str, spec: str) -> LLM:
+        if role not in self.resolved:
+            self.resolved[role] = resolve(spec)
+        return self.resolved[role]
 
     def index(self, name: str) -> CorpusIndex:
         """The operator's index ``name``; NotFound naming the ones this server has."""
@@ -188,12 +216,29 @@ class ServiceState:
             self.methods.popitem(last=False)
         return built
 
+    def answered(self, job: Job, name: str, options: dict[str, Any], question: str, *,
+                 located: LocatedContext | None, index: str | None = None,
+                 choices: list[str] | None = None) -> Prediction:
+        """The kept method ``name`` with ``options``, answering ``question`` over ``located`` (cited) or else
+        over the index ``index``, each stage told to the job's listeners; on the worker. Every front end's
+        answer runs here."""
+        method = self.method(name, index, options)
+        with on_stage(job.on_stage or _no_stage, started=job.on_stage_started):
+            if located is None:  # a corpus method over one of the server's indexes
+                prediction = method.run(question, choices=choices)
+            else:
+                prediction = answer_located(method, question, located, choices=choices)
+        job.check()
+        return prediction
 
-def checked_method(method: str | None, options: dict[str, Any], *, task: str, index: CorpusIndex | None = None,
+
+def checked_method(method: str | None, options: dict[str, Any], *, task: str = AnswerConfig.task,
+                   index: CorpusIndex | None = None,
                    operator: dict[str, str] | None = None) -> tuple[str, dict[str, Any]]:
     """A request's method (None: the default for its source) and its options, checked at once: the client's
-    options by :func:`~ragfunnel.serve.options.checked_options`, the task, the method against its source
-    (``index``, or a context); then the ``operator``'s options the method takes (its rankers, by spec) added.
+    options by :func:`~ragfunnel.serve.options.checked_options`, the task (by default the methods' own), the
+    method against its source (``index``, or a context); then the ``operator``'s options the method takes (its
+    rankers, by spec) added.
     The models are not among them: the front end that builds the method passes its own."""
     over_index = index is not None
     name = method if method is not None else DEFAULT_CORPUS_METHOD if over_index else DEFAULT_METHOD
@@ -221,15 +266,15 @@ def search_job(state: ServiceState, body: SearchIn) -> tuple[str, Callable[[Job]
 def answer_job(state: ServiceState, body: AnswerIn) -> tuple[str, Callable[[Job], dict[str, Any]]]:
     """The label and work of one answer (``/v1/answer`` and ``/v1/chat/completions``), checked before it is
     queued: everything a request can get wrong is refused here."""
-    if sum(x is not None for x in (body.document_id, body.text, body.index)) != 1:
-        raise InputError("pass exactly one of document_id (a stored document), text, and index")
-    doc = None if body.document_id is None else state.document(body.document_id)
+    source = Source(document=body.document_id, context=body.text, index=body.index, refusal=SOURCE_REFUSAL)
+    doc = None if source.document is None else state.document(source.document)
     if doc is not None:
         located = doc.located
     else:
-        located = None if body.text is None else LocatedContext.of_text(check_context(body.text), name="text")
+        located = None if source.context is None else LocatedContext.of_text(check_context(source.context),
+                                                                             name="text")
     name, options = checked_method(body.method, body.options, task=body.task,
-                                   index=None if body.index is None else state.index(body.index),
+                                   index=None if source.index is None else state.index(source.index),
                                    operator=state.settings.operator_options())
     label = f"{name} answer"
 
@@ -239,13 +284,8 @@ def answer_job(state: ServiceState, body: AnswerIn) -> tuple[str, Callable[[Job]
 
     def answered(job: Job) -> dict[str, Any]:
         started = time.perf_counter()
-        method = state.method(name, body.index, options)
-        with on_stage(job.on_stage or _no_stage, started=job.on_stage_started):
-            if located is None:  # a corpus method over one of the server's indexes
-                prediction = method.run(body.question, choices=body.choices)
-            else:
-                prediction = answer_located(method, body.question, located, choices=body.choices)
-        job.check()
+        prediction = state.answered(job, name, options, body.question, located=located, index=source.index,
+                                    choices=body.choices)
         log.info("%s: %.1fs, %d input tokens, question %d chars, document %d chars", label,
                  time.perf_counter() - started, prediction.trace.input_tokens, len(body.question),
                  len(located.text) if located else 0)

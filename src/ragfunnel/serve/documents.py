@@ -60,10 +60,11 @@ class DocumentInUse(RagfunnelError):
 
 
 class DocumentStore:
-    """At most ``limit`` documents in memory; the least recently used one goes first. A document that an answer
-    is reading (:meth:`reading`) cannot be removed until the answer ends: :meth:`remove` refuses it."""
+    """At most ``limit`` documents in memory (the operator's ``documents`` setting); the least recently used one
+    goes first. A document that an answer is reading (:meth:`reading`) cannot be removed until the answer ends:
+    :meth:`remove` refuses it."""
 
-    def __init__(self, limit: int = 64):
+    def __init__(self, limit: int):
         self.limit = limit
         self._docs: OrderedDict[str, Document] = OrderedDict()
         self._readers: Counter[str] = Counter()  # id -> answers reading it now

@@ -7,18 +7,21 @@ Every path a client names must resolve, symlinks followed, inside ``--root``. Ov
 streamable HTTP on the loopback (``--http``, at ``/v1/mcp``, behind the same host, origin and token checks as
 ``serve``).
 
-The tools share the service's parts: answers and searches run as jobs of a
-:class:`~ragfunnel.serve.jobs.JobQueue` (one generation at a time, bounded, each with a deadline; a client
-that cancels its call cancels the job), an answer's method and options pass
-:func:`~ragfunnel.serve.answering.checked_method` as ``/v1/answer``'s do, and documents are kept in a
-:class:`~ragfunnel.serve.documents.DocumentStore`. The ``answer`` tool's ``options`` schema is generated from
-the methods' configurations. Models load in the first answer's job, so a host lists the tools at once.
+The tools are adapters over the service's :class:`~ragfunnel.serve.answering.ServiceState`: answers and searches
+run as jobs of its queue (one generation at a time, bounded, each with a deadline; a client that cancels its call
+cancels the job), an answer's method and options pass :func:`~ragfunnel.serve.answering.checked_method` as
+``/v1/answer``'s do and its method is the state's kept one for (method, options), and documents are kept in its
+store. What is MCP's own stays here: the root every path must resolve inside, and searching an index folder by
+path. The ``answer`` tool's ``options`` schema is generated from the methods' configurations. The state is made
+by the first tool call that needs it and the models load in the first answer's job, so a host lists the tools at
+once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -32,42 +35,45 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import WithJsonSchema
 
-from ragfunnel.api import answer_located
 from ragfunnel.api import search as ragfunnel_search
 from ragfunnel.documents import LocatedContext, ReadLimits, read_context, resolved
 from ragfunnel.errors import InputError, RagfunnelError
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
-from ragfunnel.methods import CONTEXT_METHODS, DEFAULT_METHOD, make_method
+from ragfunnel.methods import CONTEXT_METHODS, DEFAULT_METHOD
 from ragfunnel.methods.base import check_question
-from ragfunnel.serve.answering import checked_method
-from ragfunnel.serve.documents import DocumentStore
-from ragfunnel.serve.jobs import Job, JobQueue, QueueFull
+from ragfunnel.serve.answering import ServiceState, checked_method
+from ragfunnel.serve.jobs import Job, QueueFull
 from ragfunnel.serve.mcp_stdio import run_stdio
 from ragfunnel.serve.options import client_model, echoed
 from ragfunnel.serve.settings import SEARCH_TOP_K, Settings, check_question_size
+from ragfunnel.source import Source
 from ragfunnel.text import check_context
-from ragfunnel.types import Prediction, StageTrace, on_stage
+from ragfunnel.types import Prediction, StageTrace
 from ragfunnel.version import __version__
 
 MCP_PATH = "/v1/mcp"
+SOURCE_REFUSAL = "pass exactly one of path, text and document_id"
 
 
 @dataclass
 class ToolState:
-    """What the tools share: the root, the operator's models (by spec) and indexes, the documents added so far,
-    and the job queue every answer and search runs through (``queue`` jobs at most, each within ``deadline``
+    """What the tools share: the root, the operator's indexes (folders the search tool takes by name), and the
+    service made from the operator's ``settings`` (its models, kept methods, document store and the job queue
+    every answer and search runs through: ``settings.queue`` jobs at most, each within ``settings.deadline``
     seconds)."""
 
     root: Path
-    light: str = DEFAULT_LIGHT
-    strong: str = DEFAULT_STRONG
+    settings: Settings = field(default_factory=Settings)
     indexes: dict[str, Path] = field(default_factory=dict)
-    limits: ReadLimits = field(default_factory=ReadLimits)
-    remote_embedder: str | None = None  # the embeddings server trusted with the queries of an index it embedded
-    queue: int = Settings.queue
-    deadline: float = Settings.deadline
-    documents: DocumentStore = field(default_factory=DocumentStore)
-    _jobs: JobQueue | None = field(default=None, init=False, repr=False)
+    _service: ServiceState | None = field(default=None, init=False, repr=False)
+    _making: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def service(self) -> ServiceState:
+        """The service, made by the first tool call that needs it, so a session that only lists the tools starts
+        no worker; it loads each model in the first job that uses it."""
+        with self._making:  # add_document reads on a thread of its own
+            if self._service is None:
+                self._service = ServiceState.on_demand(self.settings)
+            return self._service
 
     def inside(self, given: str) -> Path:
         """``given`` (relative to the root, or absolute) if it resolves inside the root; refused otherwise."""
@@ -92,73 +98,64 @@ class ToolState:
 
     def read(self, path: str) -> LocatedContext:
         """A file or folder under the root; a folder's walk skips every entry that resolves outside it."""
-        return self.read_inside(self.inside(path))
+        return self.read_inside([self.inside(path)])
 
-    def read_inside(self, real: Path) -> LocatedContext:
-        """A file or folder :meth:`inside` returned."""
-        return read_context([real], self.limits, root=self.root)
+    def read_inside(self, reals: list[Path]) -> LocatedContext:
+        """Files and folders :meth:`inside` returned, as one context."""
+        return read_context(reals, self.settings.read_limits, root=self.root)
 
     def add(self, path: str) -> tuple[str, LocatedContext]:
         """Read ``path`` and keep it: its document id, and what was read."""
         located = self.read(path)
-        doc, _ = self.documents.add(located.text, path, located)
+        doc, _ = self.service().documents.add(located.text, path, located)
         return doc.id, located
 
     def remove(self, document_id: str) -> None:
         """Remove a stored document; refused if there is none, or while an answer reads it."""
         try:
-            self.documents.remove(document_id)
+            self.service().documents.remove(document_id)
         except KeyError:
             raise InputError(f"no document {echoed(document_id)}; list_documents lists the stored ones") from None
 
-    def source(self, *, path: str | None, text: str | None,
-               document_id: str | None) -> Callable[[], AbstractContextManager[LocatedContext]]:
-        """What an answer reads, checked now, as the job that answers opens it: a file under the root is read
+    def reading(self, source: Source) -> Callable[[], AbstractContextManager[LocatedContext]]:
+        """What an answer reads, checked now, as the job that answers opens it: files under the root are read
         then, and a stored document is held (not removed) until the answer ends."""
-        if sum(x is not None for x in (path, text, document_id)) != 1:
-            raise InputError("pass exactly one of path, text and document_id")
-        if path is not None:
-            real = self.inside(path)
-            return lambda: nullcontext(self.read_inside(real))
-        if text is not None:
-            located = LocatedContext.of_text(check_context(text))
+        if source.files is not None:
+            reals = [self.inside(path) for path in source.files]
+            return lambda: nullcontext(self.read_inside(reals))
+        if source.context is not None:
+            located = LocatedContext.of_text(check_context(source.context))
             return lambda: nullcontext(located)
+        documents = self.service().documents
         try:
-            doc = self.documents.get(str(document_id))
+            doc = documents.get(str(source.document))
         except KeyError:
-            raise InputError(f"no document {echoed(document_id)}; add one with add_document") from None
+            raise InputError(f"no document {echoed(source.document)}; add one with add_document") from None
 
         @contextmanager
-        def reading() -> Iterator[LocatedContext]:
-            with self.documents.reading(doc):
+        def held() -> Iterator[LocatedContext]:
+            with documents.reading(doc):
                 yield doc.located  # type: ignore[misc]  # a stored Document always has its located text
 
-        return reading
+        return held
 
     async def run(self, work: Callable[[Job], Any], *, label: str,
                   on_stage: Callable[[StageTrace], None] | None = None) -> Any:
         """``work`` as a job of the queue, and its result; a full queue or a passed deadline is an error
         for the client, and a call the client cancels cancels the job."""
-        jobs = self._queue()
+        jobs, deadline = self.service().jobs, self.settings.deadline
         try:
             job = jobs.submit(work, label=label, on_stage=on_stage)
-            return await jobs.result(job, deadline=self.deadline)
+            return await jobs.result(job, deadline=deadline)
         except QueueFull as e:
             raise ToolError(str(e)) from None
         except TimeoutError:
-            raise ToolError(f"{label}: no result within the deadline of {self.deadline:g} s") from None
-
-    def _queue(self) -> JobQueue:
-        """The job queue, made by the first answer or search (on the event loop, where every tool runs), so a
-        session that only lists tools or adds documents starts no worker."""
-        if self._jobs is None:
-            self._jobs = JobQueue(capacity=self.queue)
-        return self._jobs
+            raise ToolError(f"{label}: no result within the deadline of {deadline:g} s") from None
 
     def close(self) -> None:
         """Answer every job at once (Cancelled) and let the worker go: the server has stopped."""
-        if self._jobs is not None:
-            self._jobs.close(wait=0.0)
+        if self._service is not None:
+            self._service.jobs.close(wait=0.0)
 
 
 def answer_options(method: str | None, options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
@@ -166,7 +163,7 @@ def answer_options(method: str | None, options: dict[str, Any] | None) -> tuple[
     name = method or DEFAULT_METHOD
     if name not in CONTEXT_METHODS:
         raise InputError(f"unknown method {echoed(name)} for a document; use one of {', '.join(CONTEXT_METHODS)}")
-    return checked_method(name, dict(options or {}), task="qa")
+    return checked_method(name, dict(options or {}))
 
 
 def options_schema() -> dict[str, Any]:
@@ -239,18 +236,16 @@ def build_server(state: ToolState) -> MCPServer:
         budget, or max_seconds to bound auto's choice by its predicted time)."""
         try:
             check_question_size(question)
-            source = state.source(path=path, text=text, document_id=document_id)
+            reading = state.reading(Source(files=None if path is None else [path], context=text,
+                                           document=document_id, refusal=SOURCE_REFUSAL))
             name, chosen_options = answer_options(method, options)
         except RagfunnelError as e:
             raise refused(e, answer) from None
+        service = state.service()
 
         def work(job: Job) -> Prediction:
-            with source() as located:
-                chosen = make_method(name, light=state.light, strong=state.strong, **chosen_options)
-                with on_stage(job.on_stage or _no_stage):
-                    prediction = answer_located(chosen, question, located)
-            job.check()
-            return prediction
+            with reading() as located:
+                return service.answered(job, name, chosen_options, question, located=located)
 
         progress = _Progress(ctx)
         try:
@@ -273,8 +268,8 @@ def build_server(state: ToolState) -> MCPServer:
             directory = state.indexes.get(index) or state.inside(index)
             question = check_question(check_question_size(query))
             found = await state.run(
-                lambda job: ragfunnel_search(directory, question, top_k=top_k, post_ranker=state.light,
-                                             remote_embedder=state.remote_embedder),
+                lambda job: ragfunnel_search(directory, question, top_k=top_k, post_ranker=state.settings.light,
+                                             remote_embedder=state.settings.remote_embedder),
                 label=f"search {index}")
         except RagfunnelError as e:
             raise refused(e, search) from None
@@ -293,7 +288,7 @@ def build_server(state: ToolState) -> MCPServer:
     @server.tool()
     async def list_documents() -> list[dict[str, Any]]:
         """The documents added so far (the least recently used go first once the store is full)."""
-        return [_summary(doc.id, doc.located) for doc in state.documents.all() if doc.located is not None]
+        return [_summary(doc.id, doc.located) for doc in state.service().documents.all() if doc.located is not None]
 
     @server.tool()
     async def remove_document(document_id: str) -> dict[str, Any]:
@@ -306,10 +301,6 @@ def build_server(state: ToolState) -> MCPServer:
         return {"document_id": document_id, "removed": True}
 
     return server
-
-
-def _no_stage(stage: StageTrace) -> None:
-    pass
 
 
 class _Progress:
@@ -358,7 +349,7 @@ def serve_http(state: ToolState, *, port: int, token: str | None, allowed_hosts:
     from ragfunnel.serve.guards import Guard
 
     app = build_server(state).streamable_http_app(streamable_http_path=MCP_PATH, host="127.0.0.1")
-    guarded = Guard(app, token=token, body_limit=8 * 1024 * 1024, allowed_hosts=allowed_hosts)
+    guarded = Guard(app, token=token, body_limit=state.settings.max_body_bytes, allowed_hosts=allowed_hosts)
     try:
         uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
     finally:
