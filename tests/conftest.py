@@ -1,14 +1,18 @@
-"""Shared fixtures. Tests marked ``model`` load real bundled models; every other test is marked ``unit``."""
+"""Shared fixtures, and the tiers: tests marked ``model`` load real bundled models; ``browser``, ``fuzz``, ``ray``
+and ``subprocess`` are found in each test's code; every other test is marked ``unit``."""
 
 from __future__ import annotations
 
 import hashlib
 import http.server
+import inspect
 import io
 import json
 import sys
 import threading
+import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,11 +23,93 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOT = SHARED / "hotpotqa_train_hipporag" / "hotpotqa_train.json"
 
 
+# What puts a test in each tier besides ``unit`` (``model`` a test declares; the others are found in its code, or
+# in the helpers and fixtures of tests/ it uses): a name it uses, the library a global it uses comes from, or a
+# path it uses under the shared data.
+TIERS = ("model", "browser", "fuzz", "ray", "subprocess", "data")
+_TIER_NAMES = {"headless_chromium": "browser", "ray_cluster": "ray", "RayOptions": "ray",
+               "subprocess": "subprocess", "multiprocessing": "subprocess", "Popen": "subprocess"}
+_TIER_LIBRARIES = {"selenium": "browser", "hypothesis": "fuzz", "ray": "ray", "subprocess": "subprocess",
+                   "multiprocessing": "subprocess"}
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global and attribute names ``code`` uses, its nested functions' and lambdas' too."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _library(value: Any) -> str:
+    """The top-level package ``value`` (a module, function or class) comes from ('' when it says none)."""
+    name = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+    return name.partition(".")[0] if isinstance(name, str) else ""
+
+
+def _reached(function: Any, seen: set[int]) -> set[str]:
+    """The names ``function`` uses and the libraries of the globals they are (``library:NAME``), and those of every
+    function or class of ``tests/`` it reaches by them."""
+    code = getattr(function, "__code__", None)
+    if code is None or id(function) in seen:
+        return set()
+    seen.add(id(function))
+    reached = set()
+    for name in _names(code):
+        value = function.__globals__.get(name)
+        reached |= {name, f"library:{_library(value)}"}
+        if isinstance(value, Path) and value.is_relative_to(SHARED):
+            reached.add("shared data")
+        if _library(value) == "tests":  # a helper or a class of helpers: what it uses, the test uses
+            for member in vars(value).values() if inspect.isclass(value) else [value]:
+                reached |= _reached(member, seen)
+    return reached
+
+
+def tiers_of(item: pytest.Item) -> set[str]:
+    """The tiers of a test: ``model`` where it says so, and ``browser``, ``fuzz``, ``ray`` and ``subprocess`` where
+    its code, or a fixture or helper of tests/ it uses, drives Chromium, Hypothesis, Ray or a child process;
+    ``data`` where it reads the shared real data (``../shared/data``: corpora, datasets, real documents)."""
+    found = {"model"} if item.get_closest_marker("model") else set()
+    seen: set[int] = set()
+    reached = _reached(getattr(item, "function", None), seen) | set(getattr(item, "fixturenames", ()))
+    for definitions in getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).values():
+        if _library(definitions[-1].func) == "tests":
+            reached |= _reached(definitions[-1].func, seen)
+    return (found | {tier for name, tier in _TIER_NAMES.items() if name in reached}
+            | {tier for library, tier in _TIER_LIBRARIES.items() if f"library:{library}" in reached}
+            | ({"data"} if "shared data" in reached or "hotpot_examples" in reached else set()))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that loads no model is a unit test: ``pytest -m unit`` runs them alone."""
+    """Mark each test with its tiers (:func:`tiers_of`); a test in none is a unit test, which ``pytest -m unit``
+    runs alone in seconds."""
     for item in items:
-        if item.get_closest_marker("model") is None:
+        found = tiers_of(item)
+        for tier in found - {"model"}:
+            item.add_marker(getattr(pytest.mark, tier))
+        if not found:
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def no_weights_outside_the_model_tier(request, monkeypatch):
+    """A test not marked ``model`` that loads GGUF weights fails, naming the marker: it would make the unit tier
+    take minutes (a method left to its default model loads the bundled one)."""
+    llama_cpp = None if request.node.get_closest_marker("model") else pytest.importorskip("llama_cpp")
+    if llama_cpp is None:
+        yield
+        return
+
+    class Refused(llama_cpp.Llama):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            pytest.fail(f"{request.node.nodeid} loaded {kwargs.get('model_path')}: mark it @pytest.mark.model, or "
+                        "give its method scripted models")
+
+    monkeypatch.setattr(llama_cpp, "Llama", Refused)
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -117,8 +117,8 @@ def test_assess_records_the_check_as_a_signal_and_in_its_stage():
 
 
 def test_a_method_answer_carries_the_check():
-    words = " ".join(f"word{i}" for i in range(3000))
-    op = make_method("op", strong=FakeLLM(lambda p, i: "Zwolle", context_window=8192), budget=500, chunk_words=100)
+    words = " ".join(f"word{i}" for i in range(600))
+    op = make_method("op", strong=FakeLLM(lambda p, i: "Zwolle", context_window=8192), budget=200, chunk_words=50)
     p = op.run("When was word7 written?", words)
     assert p.signals["answer_check"] == 0.0
     assert [s.detail["check"] for s in p.trace.stages if s.name == "confidence"] == ["type"]

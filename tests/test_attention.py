@@ -7,11 +7,10 @@ import pytest
 
 from tests.conftest import HOTPOT
 
-torch = pytest.importorskip("torch", reason="needs the [attention] extra")
-transformers = pytest.importorskip("transformers", reason="needs the [attention] extra")
-
 
 def test_captured_row_equals_eager_attention_on_a_tiny_random_model():
+    torch = pytest.importorskip("torch", reason="needs the [attention] extra")  # here: collecting stays quick
+    transformers = pytest.importorskip("transformers", reason="needs the [attention] extra")
     from ragfunnel.retrieve.attention import ATTENTION_NAME, _capture, _register_attention
 
     _register_attention()
@@ -41,6 +40,7 @@ def test_attention_ranks_the_answer_passage_first_on_real_hotpotqa_questions():
     """Three real questions, the answer's paragraph among four others at the start, middle and end."""
     if not HOTPOT.exists():
         pytest.skip("shared data absent")
+    pytest.importorskip("torch", reason="needs the [attention] extra")
     from ragfunnel.llm import bundled
     from ragfunnel.retrieve.attention import AttentionPostRanker
 

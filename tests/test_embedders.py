@@ -157,7 +157,10 @@ def test_the_same_embedder_keeps_an_index_and_another_needs_force(tmp_path, embe
         build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True), source="test")
 
 
-def test_searching_with_the_embedder_gone_is_one_line_naming_it(tmp_path, embedding_server):
+def test_searching_with_the_embedder_gone_is_one_line_naming_it(tmp_path, embedding_server, monkeypatch):
+    from ragfunnel.retrieve.embedders import OpenAIEmbedder
+
+    monkeypatch.setattr(OpenAIEmbedder, "backoff_seconds", 0.01)  # a refused connection is asked again: no wait
     url, _ = embedding_server
     spec = f"openai:{url}#m"
     build_index(DOCS, tmp_path / "ix", IndexConfig(flat=True, embedder=spec), source="test")
