@@ -101,8 +101,8 @@ def test_bad_options_fail_before_any_model_runs():
 
 
 def test_stage1_budget_follows_the_final_budget():
-    assert make_method("fb", budget=4000).stage1_budget == 8000
-    assert make_method("fb", budget=500).stage1_budget == 3000
+    assert make_method("fb", budget=4000).config.stage1_budget == 8000
+    assert make_method("fb", budget=500).config.stage1_budget == 3000
 
 
 def test_a_document_asked_about_often_enough_is_read_whole_once():

@@ -297,7 +297,7 @@ def test_a_calibration_that_has_not_earned_it_never_climbs(tmp_path):
 def test_the_time_limit_stops_the_climb(support_decides):
     auto = _auto("quality", {"op": "Nowhere", "fb": "word9", "lc": "word8"}, max_seconds=1000)
     plan = auto.plan("Which word?", WORDS)
-    auto.max_seconds = plan.predicted_seconds["op"] + 0.5 * (plan.predicted_seconds["fb"])
+    auto.config = auto.config.changed(max_seconds=plan.predicted_seconds["op"] + 0.5 * plan.predicted_seconds["fb"])
     with using_calibration(support_decides):
         p = auto.run("Which word?", WORDS)
     assert "past the" in p.trace.stages[-1].detail["stopped"] and p.answer == "Nowhere"

@@ -76,3 +76,18 @@ def test_make_method_builds_the_registered_configuration():
     assert config_of("fb", over_index=True) is CorpusFBConfig
     with pytest.raises(ConfigError, match="method lc does not take budget; it takes task, max_tokens"):
         make_method("lc", budget=10)
+
+
+def test_a_computed_default_is_worked_out_by_its_rule_and_said_by_it():
+    from ragfunnel.declared import options_of_config
+    from ragfunnel.methods.config import FBConfig, stage1_tokens
+    from ragfunnel.prompts import answer_tokens
+
+    c = FBConfig(budget=2000).resolved()
+    assert (c.max_tokens, c.stage1_budget, c.sample_max_tokens) == (answer_tokens("qa"), 4000,
+                                                                     answer_tokens("qa") + 128)
+    assert FBConfig(task="summary").resolved().sample_max_tokens == 128  # a summary's drafts keep no rationale room
+    assert FBConfig(stage1_budget=5000).resolved().stage1_budget == 5000  # one the caller set is kept
+    spec = next(o.spec for o in options_of_config(FBConfig) if o.name == "stage1_budget")
+    assert spec.computed is stage1_tokens and spec.default_text == "max(3000, twice the budget)"
+    assert make_method("fb", budget=500).config.stage1_budget == 3000  # the method reads its resolved configuration

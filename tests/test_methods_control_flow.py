@@ -155,7 +155,7 @@ def test_summary_drafts_are_plain_answers_with_a_capped_length():
     llm = FakeLLM(lambda prompt, i: "The keeper kept the lamp for thirty years.")
     fb = make_method("fb", strong=llm, light=llm, task="longbench/qmsum", budget=25, stage1_budget=40,
                      chunk_words=10)
-    assert fb.sample_max_tokens == 128 and fb.max_tokens == 512  # LongBench's limit is the answer's only
+    assert fb.config.sample_max_tokens == 128 and fb.config.max_tokens == 512  # LongBench's limit is the answer's only
     p = fb.run("What did the keeper do?", CONTEXT)
     drafts = [prompt for prompt, *_ in llm.calls[:1]]
     assert drafts[0].rstrip().endswith("Answer:") and "Rationale" not in drafts[0]

@@ -27,7 +27,7 @@ def test_grid_methods_share_one_index_and_the_demonstrations_read_once(tmp_path)
     rag = methods.build(Config("rag", 1, 0), llm)
     assert (rag.options.documents, rag.options.demonstrations) == (1, [])
     iterdrag = methods.build(Config("iterdrag", 3, 1, 4), llm)
-    assert (iterdrag.iterations, iterdrag.options.documents, iterdrag.options.demonstrations) == (4, 3, [DEMO])
+    assert (iterdrag.config.iterations, iterdrag.options.documents, iterdrag.options.demonstrations) == (4, 3, [DEMO])
     assert methods(Config("rag", 1, 0)).strong == "fake:grid"  # by name: what Ray workers get
     assert GridMethods.open(index_dir, "fake:grid", None, "qa").demonstrations == ()
 

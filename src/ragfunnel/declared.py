@@ -35,10 +35,17 @@ class Spec:
     default_text: str | None = None  # the default in words, where it is computed from other options
     metavar: str | None = None
     front_end: bool = True  # False: each front end sets it from a field of its own (the question's task)
+    # How :meth:`Config.resolved` computes the field when it is left None, from the fields declared before it;
+    # its docstring is the default in words.
+    computed: Callable[[Any], Any] | None = None
 
 
 def setting(default: Any, help: str, **spec: Any) -> Any:
-    """A configuration field: its default and its :class:`Spec`."""
+    """A configuration field: its default and its :class:`Spec` (a ``computed`` rule's docstring is its
+    ``default_text``)."""
+    rule = spec.get("computed")
+    if rule is not None:
+        spec.setdefault("default_text", " ".join((rule.__doc__ or "").split()))
     return field(default=default, metadata={"spec": Spec(help=help, **spec)})
 
 
@@ -98,6 +105,16 @@ class Config:
 
     def check(self) -> None:
         """Rules between options; a configuration that has them overrides this."""
+
+    def resolved(self: C) -> C:
+        """This configuration with every computed default worked out: each field left None that declares a
+        ``computed`` rule gets the rule's value, in declaration order (a rule reads the fields before it
+        resolved)."""
+        done = self
+        for opt in options_of_config(type(self)):
+            if opt.spec.computed is not None and getattr(done, opt.name) is None:
+                done = dataclasses.replace(done, **{opt.name: opt.spec.computed(done)})
+        return done
 
     def narrowed(self, config: type[C]) -> C:
         """This configuration's values for the fields ``config`` shares with it (an ``auto`` ladder's rungs)."""

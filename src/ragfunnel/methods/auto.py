@@ -55,7 +55,7 @@ from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
 from ragfunnel.methods.order_preserving import OrderPreservingRAG
 from ragfunnel.methods.reask import reask
-from ragfunnel.prompts import answer_tokens, build_prompt, prompt_prefix
+from ragfunnel.prompts import build_prompt, prompt_prefix
 from ragfunnel.retrieve.document_cache import document_chunks, text_tokens
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, Stage, StageTrace, Trace, stage, stage_detail
@@ -157,10 +157,8 @@ class Auto:
 
     def __init__(self, config: AutoConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG):
-        self.config = c = config or AutoConfig()
+        self.config = c = (config or AutoConfig()).resolved()
         self.light, self.strong = light, strong
-        self.task, self.max_seconds, self.prefer = c.task, c.max_seconds, c.prefer
-        self.max_tokens = c.max_tokens or answer_tokens(c.task)
         self.lc = LongContext(c.narrowed(AnswerConfig), strong=strong)
         self.op = OrderPreservingRAG(c.narrowed(RetrievalConfig), strong=strong)
         self.fb = FBRAG(c.narrowed(FBConfig), light=light, strong=strong)
@@ -173,7 +171,7 @@ class Auto:
         question, checked = check_question(question), check_context(context)
         chunks = document_chunks(checked, words=self.config.chunk_words)
         light, strong = resolve(self.light), resolve(self.strong)
-        check_budget(chunks, budget=self.fb.budget, llm=strong)
+        check_budget(chunks, budget=self.fb.config.budget, llm=strong)
 
         def speed(llm: LLM) -> SpeedProfile:
             return (speeds or {}).get(llm.name) or speed_of(llm)
@@ -183,29 +181,31 @@ class Auto:
             return llm.count_tokens(text) if llm.prefix_state(text) != "none" else 0
 
         def overhead(llm: LLM, variant: str) -> int:
-            return llm.count_tokens(build_prompt(self.task, variant, question=question, context="", choices=choices))
+            return llm.count_tokens(build_prompt(self.config.task, variant, question=question, context="",
+                                                 choices=choices))
 
         s_strong = speed(strong)
-        answer = s_strong.write_seconds(min(self.max_tokens, EXPECTED_ANSWER_TOKENS))
+        answer = s_strong.write_seconds(min(self.config.max_tokens, EXPECTED_ANSWER_TOKENS))
         whole = total_tokens(chunks, strong)
         plain = overhead(strong, "plain")
 
         lc_tokens = text_tokens(checked, strong, words=self.config.chunk_words, exact_up_to=strong.context_window)
         lc_prompt = lc_tokens + plain
         # A text longer than the window was never kept whole: asking would tokenise all of it again.
-        lc_kept = kept(strong, prompt_prefix(self.task, context)) if lc_tokens <= strong.context_window else 0
+        lc_kept = kept(strong, prompt_prefix(self.config.task, context)) if lc_tokens <= strong.context_window else 0
         predicted = {"lc": s_strong.read_seconds(lc_prompt - lc_kept, already=lc_kept) + answer}
-        final = min(whole, self.fb.budget) + plain
+        final = min(whole, self.fb.config.budget) + plain
         predicted["op"] = s_strong.read_seconds(final) + answer
-        if whole <= self.fb.budget:
+        if whole <= self.fb.config.budget:
             predicted["fb"] = predicted["op"]  # FB-RAG answers a context within its budget directly
         else:
             s_light = speed(light)
             source = self.fb.draft_source(light, chunks, question=question, choices=choices)
-            drafted = whole if source == "document" else min(whole, self.fb.stage1_budget)
+            drafted = whole if source == "document" else min(whole, self.fb.config.stage1_budget)
             draft_prompt = drafted + overhead(light, self.fb.draft_variant)
-            draft_kept = kept(light, prompt_prefix(self.task, join_chunks(chunks))) if source == "document" else 0
-            draft_tokens = min(self.fb.sample_max_tokens, EXPECTED_DRAFT_TOKENS)
+            document = prompt_prefix(self.config.task, join_chunks(chunks))
+            draft_kept = kept(light, document) if source == "document" else 0
+            draft_tokens = min(self.fb.config.sample_max_tokens, EXPECTED_DRAFT_TOKENS)
             predicted["fb"] = (s_light.read_seconds(draft_prompt - draft_kept, already=draft_kept)
                                + s_light.write_seconds(draft_tokens, sequences=self.config.samples)
                                + predicted["op"])
@@ -213,8 +213,8 @@ class Auto:
         plan = self._choose(predicted, spent=LEDGER.spent(checked), lc_warm=lc_kept > 0)
         # Rungs that cannot add anything: FB-RAG over a context within its budget answers as OP-RAG
         # does, and LC over a text beyond the window would read it cut.
-        useless = {"fb"} if whole <= self.fb.budget else set()
-        if lc_prompt + self.max_tokens + WINDOW_MARGIN > strong.context_window:
+        useless = {"fb"} if whole <= self.fb.config.budget else set()
+        if lc_prompt + self.config.max_tokens + WINDOW_MARGIN > strong.context_window:
             useless.add("lc")
         return replace(plan, ladder=tuple(r for r in plan.ladder if r not in useless))
 
@@ -229,25 +229,25 @@ class Auto:
         else:
             first, why = "op", (f"op is the cheapest method not worse on the measured documents "
                                 f"({predicted['op']:.1f}s; fb {predicted['fb']:.1f}s, lc {predicted['lc']:.1f}s)")
-        if self.max_seconds is not None and predicted[first] > self.max_seconds:
-            if predicted["op"] <= self.max_seconds:
-                first, why = "op", (f"{first} is predicted over the {self.max_seconds:g}s limit "
+        if self.config.max_seconds is not None and predicted[first] > self.config.max_seconds:
+            if predicted["op"] <= self.config.max_seconds:
+                first, why = "op", (f"{first} is predicted over the {self.config.max_seconds:g}s limit "
                                     f"({predicted[first]:.1f}s); op fits ({predicted['op']:.1f}s)")
             else:
                 fastest = min(predicted, key=lambda m: predicted[m])
                 raise ConfigError(f"no method is predicted to answer within {option('max_seconds')} "
-                                  f"{self.max_seconds:g}; the fastest, {fastest}, is predicted at "
+                                  f"{self.config.max_seconds:g}; the fastest, {fastest}, is predicted at "
                                   f"{predicted[fastest]:.1f}s: raise {option('max_seconds')} or lower "
                                   f"{option('budget')}")
-        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.prefer]
-        rungs = rungs if CLIMBS[self.prefer] else ()
+        rungs = {"speed": (), "balanced": ("op", "fb"), "quality": ("op", "fb", "lc")}[self.config.prefer]
+        rungs = rungs if CLIMBS[self.config.prefer] else ()
         ladder = tuple(r for r in rungs if r != first)
         return Plan(first, predicted, why, ladder)
 
     def _climb(self, plan: Plan, confidence: float | None, method: str, elapsed: float) -> str | None:
         """Why the climb stops before the next rung (None: climb)."""
-        if not CLIMBS[self.prefer]:
-            return f"prefer={self.prefer} never climbs"
+        if not CLIMBS[self.config.prefer]:
+            return f"prefer={self.config.prefer} never climbs"
         threshold = current_calibration().supported_at
         if confidence is None:
             return "the answer has no confidence to judge it by"
@@ -256,9 +256,9 @@ class Auto:
         if not current_calibration().earned(method):
             return f"the calibration has not shown {method}'s confidence to tell right from wrong"
         nxt = plan.ladder[0]
-        if self.max_seconds is not None and elapsed + plan.predicted_seconds[nxt] > self.max_seconds:
-            return (f"{nxt} is predicted at {plan.predicted_seconds[nxt]:.1f}s, past the {self.max_seconds:g}s limit "
-                    f"after {elapsed:.1f}s")
+        if self.config.max_seconds is not None and elapsed + plan.predicted_seconds[nxt] > self.config.max_seconds:
+            return (f"{nxt} is predicted at {plan.predicted_seconds[nxt]:.1f}s, past the "
+                    f"{self.config.max_seconds:g}s limit after {elapsed:.1f}s")
         return None
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
@@ -266,7 +266,7 @@ class Auto:
         with stage(Stage.CHOOSE) as choose:
             plan = self.plan(question, context, choices=choices)
             choose.detail.update({"chose": plan.method, "predicted_seconds": plan.predicted_seconds, "why": plan.why,
-                                  "prefer": self.prefer, "ladder": list(plan.ladder)})
+                                  "prefer": self.config.prefer, "ladder": list(plan.ladder)})
         stages, rungs, best, chosen = [choose], [], None, plan.method
         read: set[int] = set()  # chunk positions some rung has read
         everything = set(range(len(prepare(question, context, words=self.config.chunk_words)[1])))  # what LC reads
@@ -302,8 +302,8 @@ class Auto:
                     break
         escalated = {"rungs": rungs, "answered_by": chosen, "stopped": stopped}
         if self.config.reask:
-            reread = reask(best, question=check_question(question), task=self.task, llm=resolve(self.strong),
-                           max_tokens=self.max_tokens, choices=choices)
+            reread = reask(best, question=check_question(question), task=self.config.task, llm=resolve(self.strong),
+                           max_tokens=self.config.max_tokens, choices=choices)
             best, stages = reread.prediction, stages + reread.stages
             escalated |= {"reask": reread.record} if reread.record else {}
         LEDGER.add(check_context(context), time.perf_counter() - started)

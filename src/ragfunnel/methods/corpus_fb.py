@@ -24,7 +24,7 @@ class CorpusFBRAG:
 
     def __init__(self, config: CorpusFBConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
-        self.config = c = config or CorpusFBConfig()
+        self.config = c = (config or CorpusFBConfig()).resolved()
         self.index, self.retriever = open_funnel(index, pre_ranker=c.pre_ranker, post_ranker=None,
                                                  top_clusters=c.top_clusters, top_documents=c.top_documents)
         drafting = c.narrowed(FBConfig).changed(draft_from="selection")

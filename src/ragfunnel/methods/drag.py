@@ -20,7 +20,7 @@ from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import Generation, as_prediction, check_question, recorded_call
 from ragfunnel.methods.config import DragConfig
 from ragfunnel.methods.demonstrations import Demonstration, check_shots, load_demonstrations
-from ragfunnel.prompts import answer_tokens, clean_answer
+from ragfunnel.prompts import clean_answer
 from ragfunnel.prompts.self_ask import Shot, display_order, drag_prompt
 from ragfunnel.prompts.templates import TASKS
 from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk, Stage, stage
@@ -67,10 +67,9 @@ class DRAG:
     def __init__(self, config: DragConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
         """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = config or DragConfig()
+        self.config = c = (config or DragConfig()).resolved()
         self.options = check_options(c, index)
         self.strong = strong
-        self.max_tokens = c.max_tokens or answer_tokens(c.task)
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
 
     def shots(self) -> list[Shot]:
@@ -93,7 +92,7 @@ class DRAG:
         log.info("drag: %s reads %d shot(s) and %d document(s)", llm.name, len(shots), len(shown))
         prompt = drag_prompt(question, shown, shots, style=TASKS[o.task].style)
         with stage(Stage.GENERATE, n_in=len(shown)) as generate:
-            completion = recorded_call(generate, llm, prompt, max_tokens=self.max_tokens)
+            completion = recorded_call(generate, llm, prompt, max_tokens=self.config.max_tokens)
             generate.detail["largest_prompt_tokens"] = completion.prompt_tokens
         answer = clean_answer(completion.text)
         if not answer:

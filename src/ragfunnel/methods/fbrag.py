@@ -36,8 +36,8 @@ from ragfunnel.methods.base import (
     select_within_budget,
     total_tokens,
 )
-from ragfunnel.methods.config import FBConfig
-from ragfunnel.prompts import answer_tokens, build_prompt, parse_sample, prompt_prefix, task_kind
+from ragfunnel.methods.config import FBConfig, draft_variant
+from ragfunnel.prompts import build_prompt, parse_sample, prompt_prefix
 from ragfunnel.retrieve.bm25 import BM25Index
 from ragfunnel.retrieve.document_cache import BOUNDARY_TOKENS, tokens_past
 from ragfunnel.retrieve.fusion import forward_backward_scores
@@ -46,21 +46,9 @@ from ragfunnel.types import Chunk, Prediction, Sample, SamplingParams, ScoredChu
 
 log = logging.getLogger(__name__)
 
-# Extra tokens a draft gets on top of its answer, for its rationale. 64 (the paper's) cut the rationale
-# of 43 of 160 drafts of the 1.5B and 34 of the 0.5B before their "Answer:" line on 33 held-out documents.
-RATIONALE_TOKENS = 128
-# A draft's answer only has to name what the chunks are scored by: long-answer tasks (summaries, 512
-# tokens in LongBench) draft at most this many answer tokens.
-DRAFT_ANSWER_TOKENS = 128
-STAGE1_FLOOR = 3000
 # In "warm" mode a cold document is read whole when that costs little more than Stage I's selection:
 # the light model then holds it for every later question.
 WHOLE_DOCUMENT_SLACK = 1.25
-
-
-def default_stage1_budget(budget: int) -> int:
-    """Stage I keeps at least twice what Stage III reads, and never less than 3,000 tokens."""
-    return max(STAGE1_FLOOR, 2 * budget)
 
 
 @dataclass
@@ -81,29 +69,24 @@ class FBRAG:
 
     def __init__(self, config: FBConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG):
-        self.config = c = config or FBConfig()
+        self.config = c = (config or FBConfig()).resolved()
         self.light, self.strong = light, strong
-        self.task = c.task
-        self.budget = c.budget
-        self.stage1_budget = default_stage1_budget(c.budget) if c.stage1_budget is None else c.stage1_budget
-        self.max_tokens = c.max_tokens or answer_tokens(c.task)
-        # A summary is descriptive already: its drafts are plain answers (as the paper does for QMSum), with no
-        # room kept for a rationale.
-        self.draft_variant = "plain" if task_kind(c.task) == "summary" else "rationale"
-        reasoning = RATIONALE_TOKENS if self.draft_variant == "rationale" else 0
-        self.sample_max_tokens = c.sample_max_tokens or min(self.max_tokens, DRAFT_ANSWER_TOKENS) + reasoning
         if c.eta_backward == 0:
             self.name = "fb-f"
+
+    @property
+    def draft_variant(self) -> str:
+        return draft_variant(self.config.task)
 
     def document_fits(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> bool:
         """Whether the light model's window holds a draft prompt over the whole document. The chunks' kept
         counts answer for a document far past the window (a book) without tokenising it whole again."""
         if tokens_past(chunks, light, light.context_window, slack=BOUNDARY_TOKENS):
             return False
-        need = (light.count_tokens(build_prompt(self.task, self.draft_variant, question=question,
+        need = (light.count_tokens(build_prompt(self.config.task, self.draft_variant, question=question,
                                                 context=join_chunks(chunks),
                                                 choices=choices))
-                + self.sample_max_tokens + WINDOW_MARGIN)
+                + self.config.sample_max_tokens + WINDOW_MARGIN)
         return need <= light.context_window
 
     def draft_source(self, light: LLM, chunks: list, *, question: str, choices: list[str] | None) -> str:
@@ -115,9 +98,9 @@ class FBRAG:
             return "document"
         if not light.capabilities.prefix_state:
             return "selection"  # nothing to keep: the selection is the cheaper read
-        if light.prefix_state(prompt_prefix(self.task, join_chunks(chunks))) != "none":
+        if light.prefix_state(prompt_prefix(self.config.task, join_chunks(chunks))) != "none":
             return "document"
-        small = total_tokens(chunks, light) <= WHOLE_DOCUMENT_SLACK * self.stage1_budget
+        small = total_tokens(chunks, light) <= WHOLE_DOCUMENT_SLACK * self.config.stage1_budget
         return "document" if small else "selection"
 
     def forward_weights(self, samples: list[Sample]) -> tuple[float, float, float | None]:
@@ -138,14 +121,14 @@ class FBRAG:
         question, chunks = prepare(question, context, words=self.config.chunk_words)
         light, strong = self.checked(question, chunks)
         whole = total_tokens(chunks, strong)
-        if whole <= self.budget:
-            note = {"skipped": f"the whole context ({whole} tokens) fits the final budget ({self.budget}); "
+        if whole <= self.config.budget:
+            note = {"skipped": f"the whole context ({whole} tokens) fits the final budget ({self.config.budget}); "
                                "no retrieval or forward lookup needed"}
             with stage(Stage.RECALL, n_in=len(chunks), detail=note) as skip:
                 skip.n_out = len(chunks)
             with stage(Stage.FB_ANSWER, n_in=len(chunks)) as s:
-                gen = generate_answer(s, strong, task=self.task, variant="plain", question=question, chunks=chunks,
-                                      choices=choices, max_tokens=self.max_tokens)
+                gen = generate_answer(s, strong, task=self.config.task, variant="plain", question=question,
+                                      chunks=chunks, choices=choices, max_tokens=self.config.max_tokens)
             return as_prediction(self.name, gen, [ScoredChunk(c, 1.0) for c in chunks], [skip, gen.stage])
         final, lookup = self.select(question, chunks, light=light, strong=strong, choices=choices,
                                     context_tokens=whole)
@@ -155,10 +138,10 @@ class FBRAG:
         """The light and strong models, once both budgets are known to fit their windows and the final
         budget to hold a chunk: before any model generates."""
         light, strong = resolve(self.light), resolve(self.strong)
-        check_fits(strong, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
-        check_fits(light, budget=self.stage1_budget, task=self.task, question=question,
-                   max_tokens=self.sample_max_tokens)
-        check_budget(chunks, budget=self.budget, llm=strong)
+        c = self.config
+        check_fits(strong, budget=c.budget, task=c.task, question=question, max_tokens=c.max_tokens)
+        check_fits(light, budget=c.stage1_budget, task=c.task, question=question, max_tokens=c.sample_max_tokens)
+        check_budget(chunks, budget=self.config.budget, llm=strong)
         return light, strong
 
     def select(self, question: str, chunks: list[Chunk], *, light: LLM, strong: LLM,
@@ -167,15 +150,16 @@ class FBRAG:
         tokens of ``strong``, in document order."""
         lookup = self.forward_lookup(question, chunks, light=light, choices=choices, context_tokens=context_tokens)
         log.info("stage II done in %.1fs; %s answers", lookup.stages[-1].seconds, strong.name)
-        final = select_within_budget(chunks, lookup.fused, budget=self.budget, llm=strong, tiebreak=lookup.backward)
+        final = select_within_budget(chunks, lookup.fused, budget=self.config.budget, llm=strong,
+                                     tiebreak=lookup.backward)
         return final, lookup
 
     def answer_from(self, question: str, chunks: list[Chunk], final: list[ScoredChunk], lookup: Lookup, *,
                     strong: LLM, choices: list[str] | None = None) -> Prediction:
         """Stage III: the strong model answers from the precise context, in document order."""
-        with stage(Stage.FB_ANSWER, n_in=len(final), detail={"budget": self.budget}) as s:
-            gen = generate_answer(s, strong, task=self.task, variant="plain", question=question,
-                                  chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.max_tokens)
+        with stage(Stage.FB_ANSWER, n_in=len(final), detail={"budget": self.config.budget}) as s:
+            gen = generate_answer(s, strong, task=self.config.task, variant="plain", question=question,
+                                  chunks=[sc.chunk for sc in final], choices=choices, max_tokens=self.config.max_tokens)
         return as_prediction(self.name, gen, final, [*lookup.stages, gen.stage], samples=lookup.samples,
                              ranking=ranked(chunks, lookup.fused, tiebreak=lookup.backward))
 
@@ -186,10 +170,10 @@ class FBRAG:
         again against the drafts and fused with its question score."""
         # Stage I: recall-focused retrieval with the question alone.
         with stage(Stage.RECALL, n_in=len(chunks),
-                   detail={"budget": self.stage1_budget, "context_tokens": context_tokens}) as stage1:
+                   detail={"budget": self.config.stage1_budget, "context_tokens": context_tokens}) as stage1:
             index = BM25Index([c.text for c in chunks])
             backward = question_scores(question, chunks)
-            recall = select_within_budget(chunks, backward, budget=self.stage1_budget, llm=light)
+            recall = select_within_budget(chunks, backward, budget=self.config.stage1_budget, llm=light)
             stage1.n_out = len(recall)
 
         # Stage II: forward lookup. Drafts from the light model re-score every chunk of the full context.
@@ -208,9 +192,9 @@ class FBRAG:
         source = self.draft_source(light, chunks, question=question, choices=choices)
         read = chunks if source == "document" else [sc.chunk for sc in recall]
         context = join_chunks(read)
-        prompt = build_prompt(self.task, self.draft_variant, question=question, context=context, choices=choices)
-        keep = len(prompt_prefix(self.task, context)) if source == "document" else 0
-        drafting = SamplingParams(max_tokens=self.sample_max_tokens, temperature=self.config.temperature,
+        prompt = build_prompt(self.config.task, self.draft_variant, question=question, context=context, choices=choices)
+        keep = len(prompt_prefix(self.config.task, context)) if source == "document" else 0
+        drafting = SamplingParams(max_tokens=self.config.sample_max_tokens, temperature=self.config.temperature,
                                   top_p=self.config.top_p, top_k=self.config.top_k, seed=self.config.seed,
                                   keep_prefix=keep)
         drafts = light.generate([prompt], drafting, n=self.config.samples)[0]

@@ -10,7 +10,6 @@ from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import as_prediction, check_question, generate_answer
 from ragfunnel.methods.config import FunnelConfig
-from ragfunnel.prompts import answer_tokens
 from ragfunnel.retrieve.attention import PostRanker, load_post_ranker
 from ragfunnel.retrieve.rerank import PreRanker, load_pre_ranker
 from ragfunnel.text.chunking import count_words
@@ -37,10 +36,8 @@ class FunnelRAG:
     def __init__(self, config: FunnelConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
         """``light`` is not read: the post-ranker is ``config.post_ranker`` (by default the same 0.5B)."""
-        self.config = c = config or FunnelConfig()
+        self.config = c = (config or FunnelConfig()).resolved()
         self.strong = strong
-        self.task = c.task
-        self.max_tokens = c.max_tokens or answer_tokens(c.task)
         post_ranker = load_post_ranker(c.post_ranker) if isinstance(c.post_ranker, str) else c.post_ranker
         self.index, self.retriever = open_funnel(
             index, pre_ranker=c.pre_ranker, top_clusters=c.top_clusters, top_documents=c.top_documents,
@@ -53,6 +50,7 @@ class FunnelRAG:
                                       doc_id=h.id, position=rank, n_words=count_words(h.text)), h.score)
                     for rank, h in enumerate(found.results)]
         with stage(Stage.GENERATE, n_in=len(passages)) as s:
-            gen = generate_answer(s, resolve(self.strong), task=self.task, variant="plain", question=question,
-                                  chunks=[p.chunk for p in passages], choices=choices, max_tokens=self.max_tokens)
+            gen = generate_answer(s, resolve(self.strong), task=self.config.task, variant="plain", question=question,
+                                  chunks=[p.chunk for p in passages], choices=choices,
+                                  max_tokens=self.config.max_tokens)
         return as_prediction(self.name, gen, passages, [*found.stages, gen.stage], ranking=passages)

@@ -13,7 +13,7 @@ from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import as_prediction, check_question
-from ragfunnel.methods.config import STEP_TOKENS, IterDragConfig
+from ragfunnel.methods.config import IterDragConfig
 from ragfunnel.methods.drag import as_chunks, check_options, refuse_choices
 from ragfunnel.methods.self_ask_chain import ChainSettings, SelfAskChain, reason
 from ragfunnel.prompts import answer_tokens
@@ -39,11 +39,9 @@ class IterDRAG:
     def __init__(self, config: IterDragConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
         """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = config or IterDragConfig()
+        self.config = c = (config or IterDragConfig()).resolved()
         self.options = check_options(c, index)
         self.strong = strong
-        self.iterations = c.iterations
-        self.max_tokens = c.max_tokens or STEP_TOKENS
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
 
     def shots(self) -> list[Shot]:
@@ -64,6 +62,6 @@ class IterDRAG:
         o = self.options
         shots = self.shots()
         # No task on the chain: IterDRAG's answers are scored by the grid, not given a confidence.
-        settings = ChainSettings(self.iterations, self.max_tokens, answer_tokens(o.task))
+        settings = ChainSettings(self.config.iterations, self.config.max_tokens, answer_tokens(o.task))
         return reason(check_question(question), _IndexPassages(o.index, o.documents), resolve(self.strong), shots,
                       settings, retrieve_detail={"documents": o.documents, "shots": len(shots)})

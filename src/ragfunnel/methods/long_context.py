@@ -14,7 +14,7 @@ from ragfunnel.methods.base import (
     generate_answer,
 )
 from ragfunnel.methods.config import AnswerConfig
-from ragfunnel.prompts import answer_tokens, build_prompt
+from ragfunnel.prompts import build_prompt
 from ragfunnel.text import check_context
 from ragfunnel.text.chunking import count_words
 from ragfunnel.types import Chunk, Prediction, ScoredChunk, Stage, stage
@@ -51,18 +51,16 @@ class LongContext:
     def __init__(self, config: AnswerConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG):
         """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = config or AnswerConfig()
+        self.config = (config or AnswerConfig()).resolved()
         self.strong = strong
-        self.task = c.task
-        self.max_tokens = c.max_tokens or answer_tokens(c.task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, context = check_question(question), check_context(context)
         with stage(Stage.GENERATE, n_in=1) as trace:
             llm = resolve(self.strong)
-            overhead = llm.count_tokens(build_prompt(self.task, "plain", question=question, context="",
+            overhead = llm.count_tokens(build_prompt(self.config.task, "plain", question=question, context="",
                                                      choices=choices))
-            limit = llm.context_window - overhead - self.max_tokens - WINDOW_MARGIN
+            limit = llm.context_window - overhead - self.config.max_tokens - WINDOW_MARGIN
             text, original = truncate_middle(context, limit=limit, llm=llm)
             trace.detail["context_tokens"] = original
             if text != context:
@@ -71,6 +69,6 @@ class LongContext:
                 trace.detail["truncated_to"] = limit
             whole = Chunk(id="context", text=text, doc_id="context", position=0, n_words=count_words(text),
                           start=0 if text == context else None)
-            gen = generate_answer(trace, llm, task=self.task, variant="plain", question=question, chunks=[whole],
-                                  choices=choices, max_tokens=self.max_tokens, keep_document=True)
+            gen = generate_answer(trace, llm, task=self.config.task, variant="plain", question=question, chunks=[whole],
+                                  choices=choices, max_tokens=self.config.max_tokens, keep_document=True)
         return as_prediction(self.name, gen, [ScoredChunk(whole, 1.0)], [gen.stage])

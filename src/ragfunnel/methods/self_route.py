@@ -18,14 +18,15 @@ class SelfRoute(VanillaRAG):
     keep_document_order = True
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
-        question, chunks = prepare(question, context, words=self.chunk_words)
+        question, chunks = prepare(question, context, words=self.config.chunk_words)
         llm = resolve(self.strong)
-        check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
-        found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
+        check_fits(llm, budget=self.config.budget, task=self.config.task, question=question,
+                   max_tokens=self.config.max_tokens)
+        found = retrieve_by_query(question, chunks, budget=self.config.budget, llm=llm)
         with stage(Stage.GENERATE_OR_DECLINE, n_in=len(found.kept)) as s:
-            first = generate_answer(s, llm, task=self.task, variant="unanswerable", question=question,
+            first = generate_answer(s, llm, task=self.config.task, variant="unanswerable", question=question,
                                     chunks=[sc.chunk for sc in found.kept], choices=choices,
-                                    max_tokens=self.max_tokens)
+                                    max_tokens=self.config.max_tokens)
             declined = is_unanswerable(first.answer)
             s.detail["route"] = "long_context" if declined else "rag"
         if not declined:

@@ -15,7 +15,7 @@ from ragfunnel.errors import ConfigError, option
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import as_prediction, check_budget, check_fits, prepare, ranked
-from ragfunnel.methods.config import STEP_TOKENS, StepwiseConfig
+from ragfunnel.methods.config import StepwiseConfig
 from ragfunnel.methods.self_ask_chain import ChainSettings, reason
 from ragfunnel.prompts import answer_tokens
 from ragfunnel.prompts.reader_shots import READER_SHOTS
@@ -59,10 +59,9 @@ class Stepwise:
     def __init__(self, config: StepwiseConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG):
         """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = config or StepwiseConfig()
+        self.config = c = (config or StepwiseConfig()).resolved()
         self.strong = strong
-        self.final_tokens = answer_tokens(c.task)
-        self.settings = ChainSettings(c.iterations, c.max_tokens or STEP_TOKENS, self.final_tokens, task=c.task)
+        self.settings = ChainSettings(c.iterations, c.max_tokens, answer_tokens(c.task), task=c.task)
         self.shots = list(READER_SHOTS) if c.worked_examples else []
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
@@ -73,7 +72,7 @@ class Stepwise:
         question, chunks = prepare(question, context, words=c.chunk_words)
         llm = resolve(self.strong)
         whole = c.budget + c.iterations * c.step_budget  # the most a chain reads, in its last call
-        check_fits(llm, budget=whole, task=c.task, question=question, max_tokens=self.final_tokens)
+        check_fits(llm, budget=whole, task=c.task, question=question, max_tokens=self.settings.final_tokens)
         sizes = check_budget(chunks, budget=min(c.budget, c.step_budget), llm=llm)
         passages = ContextPassages(chunks, sizes, first_budget=c.budget, later_budget=c.step_budget)
         chain = reason(question, passages, llm, self.shots, self.settings,

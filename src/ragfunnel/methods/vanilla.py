@@ -12,7 +12,6 @@ from ragfunnel.methods.base import (
     retrieve_by_query,
 )
 from ragfunnel.methods.config import RetrievalConfig
-from ragfunnel.prompts import answer_tokens
 from ragfunnel.types import Prediction, Stage, stage
 
 
@@ -25,18 +24,17 @@ class VanillaRAG:
     def __init__(self, config: RetrievalConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG):
         """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = config or RetrievalConfig()
+        self.config = (config or RetrievalConfig()).resolved()
         self.strong = strong
-        self.task, self.budget, self.chunk_words = c.task, c.budget, c.chunk_words
-        self.max_tokens = c.max_tokens or answer_tokens(c.task)
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
-        question, chunks = prepare(question, context, words=self.chunk_words)
+        question, chunks = prepare(question, context, words=self.config.chunk_words)
         llm = resolve(self.strong)
-        check_fits(llm, budget=self.budget, task=self.task, question=question, max_tokens=self.max_tokens)
-        found = retrieve_by_query(question, chunks, budget=self.budget, llm=llm)
+        check_fits(llm, budget=self.config.budget, task=self.config.task, question=question,
+                   max_tokens=self.config.max_tokens)
+        found = retrieve_by_query(question, chunks, budget=self.config.budget, llm=llm)
         kept = found.kept if self.keep_document_order else sorted(found.kept, key=lambda sc: -sc.score)
         with stage(Stage.GENERATE, n_in=len(kept)) as s:
-            gen = generate_answer(s, llm, task=self.task, variant="plain", question=question,
-                                  chunks=[sc.chunk for sc in kept], choices=choices, max_tokens=self.max_tokens)
+            gen = generate_answer(s, llm, task=self.config.task, variant="plain", question=question,
+                                  chunks=[sc.chunk for sc in kept], choices=choices, max_tokens=self.config.max_tokens)
         return as_prediction(self.name, gen, kept, [found.stage, gen.stage], ranking=found.ranking)
