@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from ragfunnel.corpus.index import CorpusIndex
 from ragfunnel.errors import ConfigError, option
@@ -59,15 +60,17 @@ def as_chunks(documents: Sequence[Document], scores: dict[str, float]) -> list[S
             for i, d in enumerate(documents)]
 
 
-class DRAG:
-    """Demonstrations with their documents, then the test documents (best nearest the question), one call."""
+class Demonstrated:
+    """A corpus method that shows solved examples, each with the documents retrieved for it, before the question:
+    :class:`DRAG` (documents only) and IterDRAG (with their self-ask steps)."""
 
-    name = "drag"
+    config_type: ClassVar[type[DragConfig]]
+    self_ask: ClassVar[bool]  # the shots show their follow-ups and intermediate answers
 
     def __init__(self, config: DragConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
         """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = (config or DragConfig()).resolved()
+        self.config = c = (config or self.config_type()).resolved()
         self.options = check_options(c, index)
         self.strong = strong
         self._shots: list[Shot] | None = None  # the same for every question: retrieved once
@@ -75,8 +78,16 @@ class DRAG:
     def shots(self) -> list[Shot]:
         if self._shots is None:
             o = self.options
-            self._shots = [d.shot(o.index, o.documents, self_ask=False) for d in o.demonstrations]
+            self._shots = [d.shot(o.index, o.documents, self_ask=self.self_ask) for d in o.demonstrations]
         return self._shots
+
+
+class DRAG(Demonstrated):
+    """Demonstrations with their documents, then the test documents (best nearest the question), one call."""
+
+    name = "drag"
+    config_type = DragConfig
+    self_ask = False
 
     def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
         refuse_choices(self.name, choices)

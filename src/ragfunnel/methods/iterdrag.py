@@ -7,17 +7,13 @@ without repeats, and the model writes one line per call until its final answer.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ragfunnel.corpus.index import CorpusIndex
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.llm.base import LLM
+from ragfunnel.llm import resolve
 from ragfunnel.methods.base import as_prediction, check_question
 from ragfunnel.methods.config import IterDragConfig
-from ragfunnel.methods.drag import as_chunks, check_options, refuse_choices
+from ragfunnel.methods.drag import Demonstrated, as_chunks, refuse_choices
 from ragfunnel.methods.self_ask_chain import ChainSettings, SelfAskChain, reason
 from ragfunnel.prompts import answer_tokens
-from ragfunnel.prompts.self_ask import Shot
 from ragfunnel.types import Document, Prediction
 
 
@@ -31,24 +27,12 @@ class _IndexPassages:
         return self.index.search_documents(query, self.k)
 
 
-class IterDRAG:
+class IterDRAG(Demonstrated):
     """Self-ask with retrieval: follow-up -> retrieve and merge -> intermediate answer ... -> final answer."""
 
     name = "iterdrag"
-
-    def __init__(self, config: IterDragConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
-                 strong: str | LLM = DEFAULT_STRONG, *, index: CorpusIndex | str | Path):
-        """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = (config or IterDragConfig()).resolved()
-        self.options = check_options(c, index)
-        self.strong = strong
-        self._shots: list[Shot] | None = None  # the same for every question: retrieved once
-
-    def shots(self) -> list[Shot]:
-        if self._shots is None:
-            o = self.options
-            self._shots = [d.shot(o.index, o.documents, self_ask=True) for d in o.demonstrations]
-        return self._shots
+    config_type = IterDragConfig
+    self_ask = True
 
     def run(self, question: str, *, choices: list[str] | None = None) -> Prediction:
         refuse_choices(self.name, choices)
