@@ -24,7 +24,7 @@ from ragfunnel.scaling.allocation import (
 )
 from ragfunnel.scaling.grid import Config, default_grid
 from ragfunnel.scaling.leave_one_out import leave_one_dataset_out, spearman
-from ragfunnel.scaling.planner import TokenCosts, TokenEstimator, candidate_space, plan, rank, token_costs
+from ragfunnel.scaling.planner import TokenCosts, TokenEstimator, candidate_space, rank, token_costs
 from ragfunnel.scaling.summary import ConfigSummary
 
 A, B, C = (0.30, 0.10, 0.18), (0.8, -0.5), -0.5
@@ -147,20 +147,20 @@ def test_plan_picks_the_best_predicted_configuration_within_the_budget():
     i = {"drag": Informativeness(doc=0.5, shot=0.0)}  # so k's weight is 0.5 + 1.0 * 0.5 = 1.0
     # Within 1600: zero-shot (1.0 ln .01 + 0.2 ln .01 + 0.1 ln 1.01 - 1 = -6.525), rag k=5
     # (ln 5.01 + 0.2 ln .01 + 0.001 - 1 = -0.3087) and drag k=2 m=4 (ln 2.01 + 0.2 ln 4.01 + 0.001 - 1 = -0.0231).
-    choice = plan(HAND, 1600, COSTS, COSTS.__getitem__, i)
+    choice = rank(HAND, 1600, COSTS, COSTS.__getitem__, i)[0]
     assert choice.config == Config("drag", 2, 4)
     assert choice.predicted == pytest.approx(sigmoid(-0.0231), abs=1e-4)
     assert (choice.estimated_tokens, choice.budget, choice.considered) == (1500, 1600, 3)
-    cheaper = plan(HAND, 1200, COSTS, COSTS.__getitem__, i)
+    cheaper = rank(HAND, 1200, COSTS, COSTS.__getitem__, i)[0]
     assert cheaper.config == Config("rag", 5, 0) and cheaper.predicted == pytest.approx(sigmoid(-0.3087), abs=1e-4)
 
 
 def test_plan_refuses_a_budget_below_every_candidate_and_missing_informativeness():
     i = {"drag": Informativeness(0.5, 0.0)}
     with pytest.raises(ConfigError, match=r"budget of 50 tokens .* smallest that fits is 100 tokens \(zero-shot"):
-        plan(HAND, 50, COSTS, COSTS.__getitem__, i)
+        rank(HAND, 50, COSTS, COSTS.__getitem__, i)
     with pytest.raises(ConfigError, match="no informativeness i for iterdrag"):
-        plan(HAND, 5000, [*COSTS, Config("iterdrag", 1, 1, 2)], lambda c: 10, i)
+        rank(HAND, 5000, [*COSTS, Config("iterdrag", 1, 1, 2)], lambda c: 10, i)
 
 
 # Per-dataset normalisation ---------------------------------------------------------------------------
@@ -320,15 +320,15 @@ def test_the_planner_proposes_an_unrun_configuration_it_predicts_best():
     assert tokens(unrun) == 680  # 100 + 50·2·(4+1) + 20·4
     candidates = [*measured, *candidate_space(["drag"], documents=(2,), shots=(4,))]
     # Logits as in the test above: drag k=2 m=4 −0.0231 > rag k=5 −0.3087 > zero-shot −6.525.
-    choice = plan(HAND, 1000, candidates, tokens, i, ran=measured)
+    choice = rank(HAND, 1000, candidates, tokens, i, ran=measured)[0]
     assert (choice.config, choice.never_run, choice.estimated_tokens) == (unrun, True, 680)
     assert choice.predicted == pytest.approx(sigmoid(-0.0231), abs=1e-4)
     ranked = rank(HAND, 1000, candidates, tokens, i, ran=measured)
     assert [(p.config.label, p.never_run) for p in ranked] == [
         ("drag k=2 m=4 n=1", True), ("rag k=5 m=0 n=1", False), ("zero-shot k=0 m=0 n=1", False)]
-    cheaper = plan(HAND, 600, candidates, tokens, i, ran=measured)  # 680 tokens no longer fit
+    cheaper = rank(HAND, 600, candidates, tokens, i, ran=measured)[0]  # 680 tokens no longer fit
     assert (cheaper.config, cheaper.never_run, cheaper.considered) == (Config("rag", 5, 0), False, 2)
-    assert not plan(HAND, 1000, candidates, tokens, i).never_run  # no `ran`: the caller's candidates all ran
+    assert not rank(HAND, 1000, candidates, tokens, i)[0].never_run  # no `ran`: the caller's candidates all ran
 
 
 def test_token_estimator_falls_back_to_other_grids_then_refuses():

@@ -17,7 +17,7 @@ import numpy as np
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.scaling.allocation import AllocationFit, Informativeness, fit, tasks_from_summaries
 from ragfunnel.scaling.grid import Config, format_tokens
-from ragfunnel.scaling.planner import plan
+from ragfunnel.scaling.planner import rank
 from ragfunnel.scaling.summary import ConfigSummary, optimal_per_budget
 
 BASELINE_SHOTS = 8  # the paper's Table 3 baseline: DRAG with 8 demonstrations, scaled by documents
@@ -203,7 +203,7 @@ def leave_one_dataset_out(
             if min(tokens.values()) > budget:
                 notes.append(f"budget {budget}: no configuration fits (the cheapest is {min(tokens.values())} tokens)")
                 continue
-            choice = plan(allocation, budget, list(tokens), tokens.__getitem__, i)
+            choice = rank(allocation, budget, list(tokens), tokens.__getitem__, i)[0]  # the best that fits
             oracle = next(o.best for o in optimal_per_budget(rows, [budget], metric) if o.strategy == "best")
             baseline = _baseline(rows, budget, shots)
             cells.append(HeldOutBudget(

@@ -199,16 +199,3 @@ def rank(
             for predicted, c in scored]
 
 
-def plan(
-    allocation: AllocationFit,
-    budget: int,
-    candidates: Iterable[Config],
-    estimate: Callable[[Config], int],
-    i: Mapping[str, Informativeness],
-    *,
-    ran: Collection[Config] | None = None,
-) -> PlanChoice:
-    """The candidate with the highest predicted score among those whose estimated effective context
-    length fits ``budget`` (ties go to the cheaper one); see :func:`rank`."""
-    return rank(allocation, budget, candidates, estimate, i, ran=ran)[0]
-
