@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from ragfunnel.declared import options_of_config
 from ragfunnel.errors import ConfigError
 from ragfunnel.methods import REGISTRY, config_of, make_method
 from ragfunnel.methods.config import (
@@ -15,7 +16,6 @@ from ragfunnel.methods.config import (
     FunnelConfig,
     IterDragConfig,
     RetrievalConfig,
-    options_of_config,
 )
 
 
@@ -79,7 +79,6 @@ def test_make_method_builds_the_registered_configuration():
 
 
 def test_a_computed_default_is_worked_out_by_its_rule_and_said_by_it():
-    from ragfunnel.declared import options_of_config
     from ragfunnel.methods.config import FBConfig, stage1_tokens
     from ragfunnel.prompts import answer_tokens
 

@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("pydantic", reason="needs the [serve] extra")
 
+from ragfunnel.declared import options_of_config  # noqa: E402
 from ragfunnel.errors import ConfigError  # noqa: E402
 from ragfunnel.methods import METHODS, config_of, options_of  # noqa: E402
-from ragfunnel.methods.config import options_of_config  # noqa: E402
 from ragfunnel.serve.options import OPERATOR_SET, checked_options, client_model, client_options  # noqa: E402
 
 

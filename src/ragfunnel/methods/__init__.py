@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ragfunnel.corpus.index import CorpusIndex
+from ragfunnel.declared import options_of_config
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.base import LLM
@@ -29,7 +30,6 @@ from ragfunnel.methods.config import (
     IterDragConfig,
     RetrievalConfig,
     StepwiseConfig,
-    options_of_config,
 )
 from ragfunnel.methods.corpus_fb import CorpusFBRAG
 from ragfunnel.methods.drag import DRAG

@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Literal
 
 from ragfunnel.declared import Config, default_changed, setting
-from ragfunnel.declared import Option as Option  # read by the front ends with the methods' configurations
-from ragfunnel.declared import options_of_config as options_of_config
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.llm import DEFAULT_LIGHT
 from ragfunnel.prompts import answer_tokens, check_task, task_kind

@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from ragfunnel.declared import Option, options_of_config
 from ragfunnel.errors import ConfigError, option
 from ragfunnel.methods import check_options, config_of, registered
-from ragfunnel.methods.config import Option, options_of_config
 
 OPTION_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # how every option of every method is named
 
