@@ -133,7 +133,7 @@ from ragfunnel.scaling.grid import (
     run_grid,
     within_budget,
 )
-from ragfunnel.scaling.planner import plan
+from ragfunnel.scaling.planner import rank
 from ragfunnel.scaling.plots import plot_predicted_vs_actual, plot_quality_vs_context
 from ragfunnel.scaling.sizing import first_call_sizes, method_for
 from ragfunnel.scaling.summary import ConfigSummary, optimal_per_budget, optimal_table, summarize
@@ -461,7 +461,7 @@ def compare_planner(allocation: AllocationFit, i: dict[str, Informativeness], r:
     for budget in budgets:
         entry: dict[str, Any] = {"budget": budget}
         try:
-            choice = plan(allocation, budget, list(tokens), tokens.__getitem__, i)
+            choice = rank(allocation, budget, list(tokens), tokens.__getitem__, i)[0]
         except ConfigError as e:
             entry["error"] = str(e)
             out.append(entry)
