@@ -84,8 +84,8 @@ def test_answer_tokens_stream_before_the_result(server):
                 events.append(line[len("event: "):])
     assert events.count("token") >= 2 and events[-1] == "result"
     assert events.index("result") > max(i for i, e in enumerate(events) if e == "token")
-    # Stages stream as they end: op's retrieval stage arrives before the first token of the answer.
-    assert events[0] == "stage" and events.index("stage") < events.index("token")
+    # Stages stream as they begin and end: op's retrieval stage is done before the first token of the answer.
+    assert events[:2] == ["stage_started", "stage"] and events.index("stage") < events.index("token")
 
 
 def test_a_client_gone_mid_stream_is_cancelled_and_the_server_keeps_serving(server):

@@ -49,7 +49,15 @@ from ragfunnel.errors import ConfigError, RagfunnelError, option
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.llm.speed import SpeedProfile, speed_of
-from ragfunnel.methods.base import WINDOW_MARGIN, check_budget, check_question, join_chunks, prepare, total_tokens
+from ragfunnel.methods.base import (
+    WINDOW_MARGIN,
+    Configured,
+    check_budget,
+    check_question,
+    join_chunks,
+    prepare,
+    total_tokens,
+)
 from ragfunnel.methods.config import AnswerConfig, AutoConfig, FBConfig, RetrievalConfig
 from ragfunnel.methods.fbrag import FBRAG
 from ragfunnel.methods.long_context import LongContext
@@ -150,15 +158,16 @@ class Plan:
     ladder: tuple[str, ...] = ()  # rungs after ``method``, climbed while the answer is unsure
 
 
-class Auto:
+class Auto(Configured[AutoConfig]):
     """OP-RAG (or a warm document's LC) first; FB-RAG, then LC, only while the answer's confidence is low."""
 
     name = "auto"
+    config_type = AutoConfig
 
     def __init__(self, config: AutoConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
                  strong: str | LLM = DEFAULT_STRONG):
-        self.config = c = (config or AutoConfig()).resolved()
-        self.light, self.strong = light, strong
+        super().__init__(config, light, strong)
+        c = self.config
         self.lc = LongContext(c.narrowed(AnswerConfig), strong=strong)
         self.op = OrderPreservingRAG(c.narrowed(RetrievalConfig), strong=strong)
         self.fb = FBRAG(c.narrowed(FBConfig), light=light, strong=strong)

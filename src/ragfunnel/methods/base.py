@@ -6,11 +6,14 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
+from typing import ClassVar, Generic, TypeVar
 
 import numpy as np
 
 from ragfunnel.confidence import assess
+from ragfunnel.declared import Config
 from ragfunnel.errors import ConfigError, InputError, option
+from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG
 from ragfunnel.llm.base import LLM
 from ragfunnel.prompts import TASKS, build_prompt, chosen_option, clean_answer, prompt_prefix, task_kind
 from ragfunnel.retrieve.document_cache import chunk_tokens, document_chunks
@@ -21,6 +24,7 @@ from ragfunnel.text.hygiene import clean_text
 from ragfunnel.types import Chunk, Completion, Prediction, SamplingParams, ScoredChunk, Stage, StageTrace, Trace, stage
 
 log = logging.getLogger(__name__)
+C = TypeVar("C", bound=Config)
 
 # Room kept free in the window beyond prompt and answer: chat-template tokens and rounding.
 WINDOW_MARGIN = 64
@@ -121,6 +125,18 @@ class Generation:
     task: str = ""
     question: str = ""
     choices: list[str] | None = None
+
+
+class Configured(Generic[C]):
+    """What every method starts from: its configuration, resolved (:meth:`Config.resolved`), kept as
+    ``method.config``, and its two models, by spec or object (resolved when a question first needs them). A
+    method that does not read one of them still takes it: every method takes the same three arguments."""
+
+    config_type: ClassVar[type]  # the configuration built when none is given
+
+    def __init__(self, config: C | None = None, light: str | LLM = DEFAULT_LIGHT, strong: str | LLM = DEFAULT_STRONG):
+        self.config: C = (config or self.config_type()).resolved()
+        self.light, self.strong = light, strong
 
 
 def recorded_call(

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragfunnel.confidence.signals import draft_signals
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.llm import resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
     WINDOW_MARGIN,
+    Configured,
     as_prediction,
     check_budget,
     check_fits,
@@ -62,17 +63,15 @@ class Lookup:
     stages: list[StageTrace]
 
 
-class FBRAG:
+class FBRAG(Configured[FBConfig]):
     """FB-RAG. ``eta_forward=1, eta_backward=0`` is the paper's "F"; 0.5/0.5 is "FB"."""
 
-    name = "fb"
+    config_type = FBConfig
 
-    def __init__(self, config: FBConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
-                 strong: str | LLM = DEFAULT_STRONG):
-        self.config = c = (config or FBConfig()).resolved()
-        self.light, self.strong = light, strong
-        if c.eta_backward == 0:
-            self.name = "fb-f"
+    @property
+    def name(self) -> str:
+        """fb, or fb-f where the question's scores weigh nothing (the paper's "F")."""
+        return "fb-f" if self.config.eta_backward == 0 else "fb"
 
     @property
     def draft_variant(self) -> str:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 import re
 
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
+from ragfunnel.llm import resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods.base import (
     WINDOW_MARGIN,
+    Configured,
     as_prediction,
     check_question,
     generate_answer,
@@ -43,16 +44,11 @@ def truncate_middle(text: str, *, limit: int, llm: LLM) -> tuple[str, int]:
         keep_words = int(keep_words * 0.95)
 
 
-class LongContext:
+class LongContext(Configured[AnswerConfig]):
     """Answer from the full context with the strong model."""
 
     name = "lc"
-
-    def __init__(self, config: AnswerConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
-                 strong: str | LLM = DEFAULT_STRONG):
-        """``light`` is not read: every method takes the same three arguments."""
-        self.config = (config or AnswerConfig()).resolved()
-        self.strong = strong
+    config_type = AnswerConfig
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, context = check_question(question), check_context(context)

@@ -12,13 +12,13 @@ follow-up, and a question answered at once.
 from __future__ import annotations
 
 from ragfunnel.errors import ConfigError, option
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.llm.base import LLM
-from ragfunnel.methods.base import as_prediction, check_budget, check_fits, prepare, ranked
+from ragfunnel.llm import resolve
+from ragfunnel.methods.base import Configured, as_prediction, check_budget, check_fits, prepare, ranked
 from ragfunnel.methods.config import StepwiseConfig
 from ragfunnel.methods.self_ask_chain import ChainSettings, reason
 from ragfunnel.prompts import answer_tokens
 from ragfunnel.prompts.reader_shots import READER_SHOTS
+from ragfunnel.prompts.self_ask import Shot
 from ragfunnel.retrieve.fusion import rank
 from ragfunnel.retrieve.ranking import question_scores
 from ragfunnel.types import Chunk, Document, Prediction, ScoredChunk
@@ -51,18 +51,21 @@ class ContextPassages:
         return [(Document(self.chunks[i].id, "", self.chunks[i].text), float(scores[i])) for i in picked]
 
 
-class Stepwise:
+class Stepwise(Configured[StepwiseConfig]):
     """Self-ask over the context's chunks: follow-up -> read its best chunks -> intermediate answer ... -> final."""
 
     name = "stepwise"
+    config_type = StepwiseConfig
 
-    def __init__(self, config: StepwiseConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
-                 strong: str | LLM = DEFAULT_STRONG):
-        """``light`` is not read: every method takes the same three arguments."""
-        self.config = c = (config or StepwiseConfig()).resolved()
-        self.strong = strong
-        self.settings = ChainSettings(c.iterations, c.max_tokens, answer_tokens(c.task), task=c.task)
-        self.shots = list(READER_SHOTS) if c.worked_examples else []
+    @property
+    def settings(self) -> ChainSettings:
+        c = self.config
+        return ChainSettings(c.iterations, c.max_tokens, answer_tokens(c.task), task=c.task)
+
+    @property
+    def shots(self) -> list[Shot]:
+        """The worked examples the reader is shown first (none unless ``worked_examples``)."""
+        return list(READER_SHOTS) if self.config.worked_examples else []
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         c = self.config

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, resolve
-from ragfunnel.llm.base import LLM
+from ragfunnel.llm import resolve
 from ragfunnel.methods.base import (
+    Configured,
     as_prediction,
     check_fits,
     generate_answer,
@@ -15,17 +15,12 @@ from ragfunnel.methods.config import RetrievalConfig
 from ragfunnel.types import Prediction, Stage, stage
 
 
-class VanillaRAG:
+class VanillaRAG(Configured[RetrievalConfig]):
     """Retrieve by the shared ranking, show chunks in score order, answer with the strong model."""
 
     name = "vanilla"
+    config_type = RetrievalConfig
     keep_document_order = False
-
-    def __init__(self, config: RetrievalConfig | None = None, light: str | LLM = DEFAULT_LIGHT,
-                 strong: str | LLM = DEFAULT_STRONG):
-        """``light`` is not read: every method takes the same three arguments."""
-        self.config = (config or RetrievalConfig()).resolved()
-        self.strong = strong
 
     def run(self, question: str, context: str, *, choices: list[str] | None = None) -> Prediction:
         question, chunks = prepare(question, context, words=self.config.chunk_words)

@@ -33,12 +33,12 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import WithJsonSchema
+from pydantic import Field, WithJsonSchema
 
 from ragfunnel.api import search as ragfunnel_search
 from ragfunnel.documents import LocatedContext, ReadLimits, read_context, resolved
 from ragfunnel.errors import InputError, RagfunnelError
-from ragfunnel.methods import CONTEXT_METHODS, DEFAULT_METHOD
+from ragfunnel.methods import CONTEXT_METHODS, DEFAULT_METHOD, described
 from ragfunnel.methods.base import check_question
 from ragfunnel.serve.answering import ServiceState, checked_method
 from ragfunnel.serve.jobs import Job, QueueFull
@@ -206,11 +206,17 @@ def tool_spelling(own: set[str], every: set[str]) -> Callable[[str], str]:
 
 
 def with_generated_options(answer: Callable[..., Any]) -> Callable[..., Any]:
-    """``answer`` with its ``options`` parameter typed by :func:`options_schema`: the tool's schema of the
-    methods' options is generated from their configurations, never written twice."""
+    """``answer`` with its ``options`` parameter typed by :func:`options_schema`, and its ``method`` parameter
+    described by the registry's line for each method: the tool's schema of the methods and their options is
+    generated from the registry and the configurations, never written twice."""
     signature = inspect.signature(answer, eval_str=True)
-    options = Annotated[dict[str, Any], WithJsonSchema(options_schema())] | None
-    parameters = [p.replace(annotation=options) if p.name == "options" else p for p in signature.parameters.values()]
+    generated = {
+        "options": Annotated[dict[str, Any], WithJsonSchema(options_schema())] | None,
+        "method": Annotated[str | None, Field(description=f"The method ({DEFAULT_METHOD} unless given): " + "; ".join(
+            f"{name}: {described(name)}" for name in CONTEXT_METHODS))],
+    }
+    parameters = [p.replace(annotation=generated[p.name]) if p.name in generated else p
+                  for p in signature.parameters.values()]
     answer.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return answer
 
@@ -232,7 +238,7 @@ def build_server(state: ToolState) -> MCPServer:
                      document_id: str | None = None, method: str | None = None,
                      options: dict[str, Any] | None = None, ctx: Context | None = None) -> dict[str, Any]:
         """Answer a question from a file or folder under the root (`path`), a `text`, or a stored
-        `document_id`. `method`: auto (default), fb, op, lc, ... ; `options`: the method's options (e.g.
+        `document_id`. `method`: one of the methods its description lists; `options`: the method's options (e.g.
         budget, or max_seconds to bound auto's choice by its predicted time)."""
         try:
             check_question_size(question)
