@@ -203,9 +203,9 @@ def test_xml_entity_declarations_are_refused_in_epub_docx_and_html(tmp_path):
 
 def test_unknown_formats_legacy_office_and_missing_or_huge_files(tmp_path):
     (tmp_path / "x.bin").write_bytes(b"\x00\x01\x02" * 100)
-    _refused(tmp_path / "x.bin", "not a supported format; ragfunnel reads PDF, DOCX, EPUB, HTML, Markdown")
+    _refused(tmp_path / "x.bin", "not a supported format; ragfunnel reads PDF .*, DOCX, EPUB, HTML, Markdown")
     (tmp_path / "old.doc").write_bytes(b"\xd0\xcf\x11\xe0" + b"\0" * 100)
-    _refused(tmp_path / "old.doc", r"legacy Office file .*save it as \.docx")
+    _refused(tmp_path / "old.doc", r"legacy Office file .*save it as \.docx, \.xlsx or \.pptx")
     (tmp_path / "renamed.pdf").write_text("just text")
     _refused(tmp_path / "renamed.pdf", "is named .pdf but is not one")
     with zipfile.ZipFile(tmp_path / "sheet.xlsx", "w") as z:

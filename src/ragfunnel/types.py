@@ -257,6 +257,21 @@ def page_text(page: int, label: str | None) -> str:
     return f"p. {page}" + (f" ({label})" if label and label != str(page) else "")
 
 
+def place_label(*, page: int | None = None, page_label: str | None = None, heading: str | None = None,
+                sheet: str | None = None, row: int | None = None, slide: int | None = None,
+                lines: tuple[int, int] | None = None) -> str:
+    """How a citation names a place in its file: ``Q3 · row 14``, ``slide 7``, ``p. 12 (xii) "Chapter 2"``,
+    ``lines 3–9`` (lines only where nothing else places it); empty when nothing does."""
+    within = [] if page is None else [page_text(page, page_label)]
+    within += [f'"{heading}"'] if heading else []
+    if lines is not None and page is None and row is None and slide is None:
+        first, last = lines
+        within.append(f"line {first}" if first == last else f"lines {first}\u2013{last}")
+    parts = [sheet or "", "" if row is None else f"row {row}", "" if slide is None else f"slide {slide}",
+             " ".join(within)]
+    return " \u00b7 ".join(part for part in parts if part)
+
+
 @dataclass(frozen=True)
 class Citation:
     """Where an answer came from: a file, its page or section, and the sentence that best supports the
@@ -270,20 +285,20 @@ class Citation:
     page_label: str | None = None
     section: str | None = None
     lines: tuple[int, int] | None = None  # 1-based, for plain text and Markdown
+    sheet: str | None = None  # a spreadsheet's sheet
+    row: int | None = None  # the row's number in its sheet (as the spreadsheet numbers it) or CSV file
+    slide: int | None = None  # 1-based, in a slide deck
 
     def label(self) -> str:
         """``[moby-dick.epub · "Chapter 16. The Ship."]``, ``[paper.pdf · p. 12 (xii)]``,
-        ``[notes.txt · lines 3–9]``."""
-        where = [] if self.page is None else [page_text(self.page, self.page_label)]
-        if self.section:
-            where.append(f'"{self.section}"')
-        if self.lines is not None and self.page is None:
-            first, last = self.lines
-            where.append(f"line {first}" if first == last else f"lines {first}\u2013{last}")
-        return f"[{self.file}" + (" \u00b7 " + " ".join(where) if where else "") + "]"
+        ``[notes.txt · lines 3–9]``, ``[sales.xlsx · Q3 · row 14]``, ``[deck.pptx · slide 7]``."""
+        where = place_label(page=self.page, page_label=self.page_label, heading=self.section, sheet=self.sheet,
+                            row=self.row, slide=self.slide, lines=self.lines)
+        return f"[{self.file}" + (f" \u00b7 {where}" if where else "") + "]"
 
     def to_dict(self) -> dict[str, Any]:
         return {"file": self.file, "page": self.page, "page_label": self.page_label, "section": self.section,
+                "sheet": self.sheet, "row": self.row, "slide": self.slide,
                 "lines": list(self.lines) if self.lines else None, "start": self.start, "end": self.end,
                 "quote": self.quote, "label": self.label()}
 

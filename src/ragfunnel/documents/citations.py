@@ -214,7 +214,9 @@ def _citation(context: LocatedContext, start: int, end: int) -> Citation:
     lines = (doc.line_at(local), doc.line_at(local_end)) if doc.format in ("text", "markdown") else None
     return Citation(file=doc.name, start=local, end=local_end, quote=doc.text[local:local_end],
                     page=section.page if section else None, page_label=section.page_label if section else None,
-                    section=section.heading[-1] if section and section.heading else None, lines=lines)
+                    section=section.heading[-1] if section and section.heading else None, lines=lines,
+                    sheet=section.sheet if section else None, row=section.row if section else None,
+                    slide=section.slide if section else None)
 
 
 def _sequence(text: str) -> list[str]:

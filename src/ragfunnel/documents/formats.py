@@ -7,10 +7,17 @@ from pathlib import Path
 
 from ragfunnel.errors import InputError
 
-SUPPORTED = ("pdf", "docx", "epub", "html", "markdown", "text")
+SUPPORTED = ("pdf", "docx", "epub", "html", "markdown", "text", "spreadsheet", "csv", "slides", "image")
 SUPPORTED_SUFFIXES = {".pdf": "pdf", ".docx": "docx", ".epub": "epub", ".html": "html", ".htm": "html",
-                      ".xhtml": "html", ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text"}
-SUPPORTED_LINE = "PDF, DOCX, EPUB, HTML, Markdown and UTF-8 plain text"
+                      ".xhtml": "html", ".md": "markdown", ".markdown": "markdown", ".txt": "text", ".text": "text",
+                      ".xlsx": "spreadsheet", ".xlsm": "spreadsheet", ".ods": "spreadsheet", ".csv": "csv",
+                      ".tsv": "csv", ".pptx": "slides", ".png": "image", ".jpg": "image", ".jpeg": "image",
+                      ".tif": "image", ".tiff": "image", ".webp": "image"}
+SUPPORTED_LINE = ("PDF (scanned pages by OCR), DOCX, EPUB, HTML, Markdown, UTF-8 plain text, spreadsheets (XLSX, ODS, "
+                  "CSV), slides (PPTX) and images (PNG, JPEG, TIFF, WebP, by OCR)")
+# Formats whose files are containers, named by their suffix when their first bytes say only "a zip".
+_CONTAINERS = ("pdf", "docx", "epub", "spreadsheet", "slides", "image")
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")
 
 
 def detect_format(path: Path) -> str:
@@ -21,17 +28,20 @@ def detect_format(path: Path) -> str:
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         return _zip_format(path)
+    if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        return "image"
     if head.startswith(b"\xd0\xcf\x11\xe0"):
-        raise InputError(f"{path.name} is a legacy Office file (.doc/.xls); save it as .docx first")
+        raise InputError(f"{path.name} is a legacy Office file (.doc/.xls/.ppt); save it as .docx, .xlsx or .pptx "
+                         "first")
     suffix = SUPPORTED_SUFFIXES.get(path.suffix.lower())
-    if suffix in ("pdf", "docx", "epub"):
-        raise InputError(f"{path.name} is named .{suffix} but is not one (it does not start like a {suffix.upper()} "
-                         "file); it is damaged, or renamed from another format")
+    if suffix in _CONTAINERS:
+        raise InputError(f"{path.name} is named {path.suffix.lower()} but is not one (it does not start like a "
+                         f"{path.suffix.lower()[1:].upper()} file); it is damaged, or renamed from another format")
     lead = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if suffix == "html" or lead.startswith((b"<!doctype html", b"<html")):
         return "html"
-    if suffix == "markdown":
-        return "markdown"
+    if suffix in ("markdown", "csv"):
+        return suffix
     if b"\x00" in head and suffix is None:
         raise InputError(f"{path.name} is not a supported format; ragfunnel reads {SUPPORTED_LINE}")
     return "text"
@@ -47,4 +57,17 @@ def _zip_format(path: Path) -> str:
         return "epub"
     if "word/document.xml" in names:
         return "docx"
+    if "xl/workbook.xml" in names or "content.xml" in names and _is_ods(path):
+        return "spreadsheet"
+    if "ppt/presentation.xml" in names:
+        return "slides"
     raise InputError(f"{path.name} is a zip archive ragfunnel cannot read; it reads {SUPPORTED_LINE}")
+
+
+def _is_ods(path: Path) -> bool:
+    """Whether an OpenDocument container is a spreadsheet (its ``mimetype`` part says which kind it is)."""
+    with zipfile.ZipFile(path) as archive:
+        try:
+            return archive.read("mimetype")[:100].startswith(b"application/vnd.oasis.opendocument.spreadsheet")
+        except (KeyError, zipfile.BadZipFile, OSError):
+            return False

@@ -6,7 +6,7 @@ import bisect
 from dataclasses import dataclass, field
 
 from ragfunnel.text.chunking import FILE_SEPARATOR
-from ragfunnel.types import page_text
+from ragfunnel.types import place_label
 
 
 @dataclass(frozen=True)
@@ -18,13 +18,15 @@ class Section:
     page: int | None = None  # 1-based physical page (PDF)
     page_label: str | None = None  # the page number printed on it, where the PDF gives one ("xii")
     heading: tuple[str, ...] = ()  # chapter, or heading path, outermost first
+    sheet: str | None = None  # a spreadsheet's sheet (a CSV file has none)
+    row: int | None = None  # a spreadsheet row's number, as the spreadsheet numbers it (the header is row 1)
+    slide: int | None = None  # 1-based, in a slide deck
+    confidence: float | None = None  # the OCR engine's confidence in a line it read from an image (0-1)
 
     def describe(self) -> str:
-        """How a citation names it: ``p. 12 (xii)`` and/or the innermost heading."""
-        parts = [] if self.page is None else [page_text(self.page, self.page_label)]
-        if self.heading:
-            parts.append(f'"{self.heading[-1]}"')
-        return " ".join(parts)
+        """How a citation names it: ``p. 12 (xii)`` and/or the innermost heading; ``Q3 · row 14``; ``slide 7``."""
+        return place_label(page=self.page, page_label=self.page_label, heading=self.heading[-1] if self.heading else None,
+                           sheet=self.sheet, row=self.row, slide=self.slide)
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class SourceDocument:
     text: str
     sections: tuple[Section, ...] = ()
     pages: int = 0  # physical pages (PDF), blank ones included
+    warnings: tuple[str, ...] = ()  # what the reader left out or doubts, one line each (also logged)
     _starts: list[int] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -67,19 +70,21 @@ class DocumentBuilder:
         self._length = 0
 
     def add(self, text: str, *, page: int | None = None, page_label: str | None = None,
-            heading: tuple[str, ...] = ()) -> None:
+            heading: tuple[str, ...] = (), joiner: str = "\n\n", **place) -> None:
+        """``text`` (stripped) as the next section, after ``joiner``; ``place`` holds the rest of its
+        :class:`Section` (``sheet``, ``row``, ``slide``, ``confidence``)."""
         text = text.strip()
         if not text:
             return
         if self._parts:
-            self._parts.append("\n\n")
-            self._length += 2
-        self._sections.append(Section(self._length, self._length + len(text), page, page_label, heading))
+            self._parts.append(joiner)
+            self._length += len(joiner)
+        self._sections.append(Section(self._length, self._length + len(text), page, page_label, heading, **place))
         self._parts.append(text)
         self._length += len(text)
 
-    def build(self, *, pages: int = 0) -> SourceDocument:
-        return SourceDocument(self.name, self.format, "".join(self._parts), tuple(self._sections), pages)
+    def build(self, *, pages: int = 0, warnings: tuple[str, ...] = ()) -> SourceDocument:
+        return SourceDocument(self.name, self.format, "".join(self._parts), tuple(self._sections), pages, warnings)
 
 
 @dataclass(frozen=True)

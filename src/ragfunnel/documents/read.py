@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ragfunnel.documents.formats import SUPPORTED_LINE, SUPPORTED_SUFFIXES, detect_format
@@ -39,6 +41,10 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
     if kind in READERS:
         return read_with_cache(path, kind, limits, _reader(kind))
     raw = path.read_bytes()
+    if kind == "csv":
+        from ragfunnel.documents.sheets import read_csv
+
+        return read_csv(path, raw, limits)
     if kind == "html":
         from ragfunnel.documents.html import read_html
 
@@ -46,19 +52,16 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
     return read_markdown(path, raw) if kind == "markdown" else read_text(path, raw)
 
 
+# Each format read by a reader module of its own: (module, function), imported when a file needs it.
+_READERS = {"pdf": ("pdf", "read_pdf"), "docx": ("docx", "read_docx"), "epub": ("epub", "read_epub"),
+            "spreadsheet": ("sheets", "read_spreadsheet"), "slides": ("slides", "read_slides"),
+            "image": ("ocr", "read_image")}
+
+
 def _reader(kind: str) -> Callable[[Path, ReadLimits], SourceDocument]:
-    """The reader of a PDF, DOCX or EPUB file (imported when one is read)."""
-    if kind == "pdf":
-        from ragfunnel.documents.pdf import read_pdf
-
-        return read_pdf
-    if kind == "docx":
-        from ragfunnel.documents.docx import read_docx
-
-        return read_docx
-    from ragfunnel.documents.epub import read_epub
-
-    return read_epub
+    """The reader of one of :data:`READERS`' formats (its module imported when a file of it is read)."""
+    module, function = _READERS[kind]
+    return getattr(importlib.import_module(f"ragfunnel.documents.{module}"), function)
 
 
 def resolved(path: Path) -> Path:
@@ -161,4 +164,4 @@ def _exists(path: Path) -> bool:
 
 
 def _renamed(doc: SourceDocument, name: str) -> SourceDocument:
-    return SourceDocument(name, doc.format, doc.text, doc.sections, doc.pages)
+    return replace(doc, name=name)

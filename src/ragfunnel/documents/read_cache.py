@@ -15,7 +15,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -26,9 +26,11 @@ from ragfunnel.documents.model import Section, SourceDocument
 from ragfunnel.retrieve.document_cache import DOCUMENTS, Damaged
 from ragfunnel.version import __version__
 
-READ_FORMAT = "ragfunnel-read-1"  # raise it when what a reading holds changes
+READ_FORMAT = "ragfunnel-read-2"  # raise it when what a reading holds changes
 # The formats worth keeping, and the libraries whose versions decide what their readers make of a file.
-READERS = {"pdf": ("pypdfium2", "pdfminer.six"), "docx": ("python-docx", "lxml"), "epub": ("defusedxml", "lxml")}
+READERS = {"pdf": ("pypdfium2", "pdfminer.six", "rapidocr"), "docx": ("python-docx", "lxml"),
+           "epub": ("defusedxml", "lxml"), "spreadsheet": ("python-calamine",), "slides": ("python-pptx", "lxml"),
+           "image": ("rapidocr", "onnxruntime", "pillow")}
 _HASH_BLOCK = 1 << 20
 
 
@@ -43,7 +45,7 @@ def read_with_cache(path: Path, kind: str, limits: ReadLimits,
     kept = DOCUMENTS.read_meta(key, max_bytes=_record_bytes(before[0]),
                                parse=lambda record: _document_from(record, key))
     if kept is not None:
-        return SourceDocument(path.name, kept.format, kept.text, kept.sections, kept.pages)
+        return replace(kept, name=path.name)
     document = reader(path, limits)
     if _stamp(path) == before:  # a file written to while it was read: its key may not be what was read
         DOCUMENTS.write_meta(key, _record(key, document))
@@ -84,8 +86,9 @@ def _record_bytes(file_bytes: int) -> int:
 
 def _record(key: str, document: SourceDocument) -> dict[str, Any]:
     return {"reading": READ_FORMAT, "key": key, "format": document.format, "text": document.text,
-            "pages": document.pages,
-            "sections": [[s.start, s.end, s.page, s.page_label, list(s.heading)] for s in document.sections]}
+            "pages": document.pages, "warnings": list(document.warnings),
+            "sections": [[s.start, s.end, s.page, s.page_label, list(s.heading), s.sheet, s.row, s.slide, s.confidence]
+                         for s in document.sections]}
 
 
 def _document_from(record: Any, key: str) -> SourceDocument:
@@ -93,17 +96,20 @@ def _document_from(record: Any, key: str) -> SourceDocument:
     try:
         if record["reading"] != READ_FORMAT or record["key"] != key:
             raise Damaged("another reading's record")
-        text, pages = record["text"], record["pages"]
-        if not isinstance(text, str) or not isinstance(pages, int) or not isinstance(record["format"], str):
+        text, pages, warnings = record["text"], record["pages"], tuple(record["warnings"])
+        if not isinstance(text, str) or not isinstance(pages, int) or not isinstance(record["format"], str) \
+                or not all(isinstance(w, str) for w in warnings):
             raise Damaged("a reading of the wrong types")
-        sections = tuple(Section(start, end, page, label, tuple(heading))
-                         for start, end, page, label, heading in record["sections"])
+        sections = tuple(Section(start, end, page, label, tuple(heading), sheet, row, slide, confidence)
+                         for start, end, page, label, heading, sheet, row, slide, confidence in record["sections"])
         for s in sections:
             if not (isinstance(s.start, int) and isinstance(s.end, int) and 0 <= s.start <= s.end <= len(text)):
                 raise Damaged("a section outside the text")
             if not (isinstance(s.page, int | None) and isinstance(s.page_label, str | None)
-                    and all(isinstance(h, str) for h in s.heading)):
+                    and all(isinstance(h, str) for h in s.heading) and isinstance(s.sheet, str | None)
+                    and isinstance(s.row, int | None) and isinstance(s.slide, int | None)
+                    and isinstance(s.confidence, float | int | None)):
                 raise Damaged("a section of the wrong types")
     except (KeyError, TypeError, ValueError) as e:
         raise Damaged(f"not a reading ({type(e).__name__})") from None
-    return SourceDocument("", record["format"], text, sections, pages)
+    return SourceDocument("", record["format"], text, sections, pages, warnings)
