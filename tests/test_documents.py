@@ -208,9 +208,9 @@ def test_unknown_formats_legacy_office_and_missing_or_huge_files(tmp_path):
     _refused(tmp_path / "old.doc", r"legacy Office file .*save it as \.docx, \.xlsx or \.pptx")
     (tmp_path / "renamed.pdf").write_text("just text")
     _refused(tmp_path / "renamed.pdf", "is named .pdf but is not one")
-    with zipfile.ZipFile(tmp_path / "sheet.xlsx", "w") as z:
-        z.writestr("xl/workbook.xml", "<workbook/>")
-    _refused(tmp_path / "sheet.xlsx", "zip archive ragfunnel cannot read")
+    with zipfile.ZipFile(tmp_path / "photos.zip", "w") as z:
+        z.writestr("holiday/notes.xml", "<notes/>")
+    _refused(tmp_path / "photos.zip", "zip archive ragfunnel cannot read")
     _refused(tmp_path / "nope.pdf", "does not exist")
     (tmp_path / "big.txt").write_text("word " * 300_000)
     _refused(tmp_path / "big.txt", r"over the 1 MB limit; raise it with max_document_mb", ReadLimits(max_document_mb=1))

@@ -25,8 +25,9 @@ class Section:
 
     def describe(self) -> str:
         """How a citation names it: ``p. 12 (xii)`` and/or the innermost heading; ``Q3 · row 14``; ``slide 7``."""
-        return place_label(page=self.page, page_label=self.page_label, heading=self.heading[-1] if self.heading else None,
-                           sheet=self.sheet, row=self.row, slide=self.slide)
+        innermost = self.heading[-1] if self.heading else None
+        return place_label(page=self.page, page_label=self.page_label, heading=innermost, sheet=self.sheet,
+                           row=self.row, slide=self.slide)
 
 
 @dataclass(frozen=True)
