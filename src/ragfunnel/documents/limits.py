@@ -42,6 +42,17 @@ class ReadLimits(Config):
     # 10,000 pages (the page limit) of a real book take about 25 s.
     max_pdf_seconds: float = setting(120.0, "Stop reading a PDF, and refuse it, after this many seconds.", gt=0,
                                      unit="seconds")
+    # PIL refuses images over 179M pixels as decompression bombs; a 300-dpi A3 page is 17.4M.
+    max_image_megapixels: float = setting(50.0, "Refuse an image, or a scanned page as it is rendered for OCR, of more "
+                                                "pixels than this (decompression bombs).", gt=0, unit="megapixels")
+    # RapidOCR's models and one 300-dpi page take about 0.6 GB.
+    max_ocr_memory_mb: float = setting(3072.0, "Refuse a scan or image whose OCR process needs more memory than this.",
+                                       gt=0, unit="MB")
+    # OCR reads a 300-dpi page in 5-10 s on two cores.
+    max_ocr_seconds: float = setting(1800.0, "Stop reading a scan or image by OCR, and refuse it, after this many "
+                                             "seconds.", gt=0, unit="seconds")
+    max_sheet_cells: int = setting(2_000_000, "Read a spreadsheet's or CSV file's cells up to this many, and say "
+                                              "where the rest were left out.", ge=1, unit="cells")
 
 
 def check_file_size(path: Path, limits: ReadLimits) -> None:
