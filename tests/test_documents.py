@@ -162,7 +162,7 @@ def _refused(path, match, limits=None):
 
 
 def test_a_pdf_without_text_names_ocr(tmp_path):
-    _refused(make_pdf(tmp_path / "scan.pdf", ["", ""]), r"no extractable text \(scanned\?\); run OCR first")
+    _refused(make_pdf(tmp_path / "scan.pdf", ["", ""]), r"no extractable text: no page holds text or a scanned image")
 
 
 @needs_real

@@ -19,6 +19,7 @@ from ragfunnel.cli.common import (
     method_options,
     model_settings,
     read_limits,
+    reading_bars,
     remote_embedder_option,
 )
 from ragfunnel.cli.live import live_line
@@ -74,7 +75,8 @@ def ask(question: str, context_paths: tuple[str, ...], index_dir: Path | None, m
     method = method or (DEFAULT_METHOD if source.index is None else DEFAULT_CORPUS_METHOD)
     check_source(method, index=source.index)
     check_options(method, {k: v for k, v in options.items() if k not in MODELS}, over_index=source.index is not None)
-    located = None if source.files is None else read_context(list(source.files), limits)
+    with reading_bars():
+        located = None if source.files is None else read_context(list(source.files), limits)
     if remote_embedder is not None and source.index is None:
         raise ConfigError("--remote-embedder trusts the embeddings server of an --index; --context uses none")
     index = None if source.index is None else CorpusIndex(source.index, remote_embedder=remote_embedder)

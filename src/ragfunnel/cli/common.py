@@ -20,7 +20,8 @@ import signal
 import sys
 import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -28,6 +29,7 @@ import click
 
 from ragfunnel.declared import Config, Option, options_of_config
 from ragfunnel.documents import ReadLimits
+from ragfunnel.documents.progress import reading_files
 from ragfunnel.errors import ConfigError, Interrupted, RagfunnelError
 from ragfunnel.journal import left_work_running
 from ragfunnel.methods import REGISTRY
@@ -213,6 +215,30 @@ def document_options(command: Callable) -> Callable:
 def read_limits(given: dict[str, Any]) -> ReadLimits:
     """The :class:`ReadLimits` of ``document_options``, taken out of ``given``."""
     return declared_from(ReadLimits, given)
+
+
+@contextmanager
+def reading_bars() -> Iterator[None]:
+    """Within the block, long reading (OCR of a scan, a page at a time) draws a progress bar on stderr, one per
+    file, where stderr is a terminal."""
+    from tqdm.auto import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def show(what: str, done: int, total: int) -> None:
+        bar = bars.get(what)
+        if bar is None:
+            bar = bars[what] = tqdm(total=total, desc=what, unit="page", disable=None, leave=False)
+        bar.update(done - bar.n)
+        if done >= total:
+            bars.pop(what).close()
+
+    with reading_files(show):
+        try:
+            yield
+        finally:
+            for bar in bars.values():
+                bar.close()
 
 
 def known_task(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

@@ -31,6 +31,7 @@ from ragfunnel.cli.common import (
 from ragfunnel.cli.evaluate import eval_command, report
 from ragfunnel.cli.funnel import funnel as funnel_group
 from ragfunnel.cli.mcp import mcp
+from ragfunnel.cli.read import read
 from ragfunnel.cli.scale import plan, scale
 from ragfunnel.cli.serve import serve
 from ragfunnel.corpus import load_corpus
@@ -207,3 +208,4 @@ main.add_command(cache)
 main.add_command(serve)
 main.add_command(calibrate)
 main.add_command(mcp)
+main.add_command(read)

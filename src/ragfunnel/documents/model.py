@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragfunnel.text.chunking import FILE_SEPARATOR
 from ragfunnel.types import place_label
@@ -22,6 +23,13 @@ class Section:
     row: int | None = None  # a spreadsheet row's number, as the spreadsheet numbers it (the header is row 1)
     slide: int | None = None  # 1-based, in a slide deck
     confidence: float | None = None  # the OCR engine's confidence in a line it read from an image (0-1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its span and every place field that is set, with ``label``, as a citation names it."""
+        fields = {"page": self.page, "page_label": self.page_label, "heading": list(self.heading) or None,
+                  "sheet": self.sheet, "row": self.row, "slide": self.slide, "confidence": self.confidence}
+        return {"start": self.start, "end": self.end, **{k: v for k, v in fields.items() if v is not None},
+                "label": self.describe()}
 
     def describe(self) -> str:
         """How a citation names it: ``p. 12 (xii)`` and/or the innermost heading; ``Q3 · row 14``; ``slide 7``."""
@@ -54,6 +62,11 @@ class SourceDocument:
         """The section holding character ``offset`` (or the last one starting before it)."""
         i = bisect.bisect_right(self._starts, offset) - 1
         return self.sections[i] if i >= 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The text with its map (``ragfunnel read --json``, ``GET /v1/documents/{id}/text``)."""
+        return {"name": self.name, "format": self.format, "pages": self.pages, "warnings": list(self.warnings),
+                "text": self.text, "sections": [s.to_dict() for s in self.sections]}
 
     def line_at(self, offset: int) -> int:
         """1-based line number of character ``offset``."""

@@ -14,50 +14,94 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib.util
-import json
 import logging
 import mmap
-import os
 import re
-import signal
-import subprocess
-import sys
-import tempfile
-import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from ragfunnel.documents.limits import MB, ReadLimits
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
-from ragfunnel.documents.pdf_child import OUT_OF_MEMORY
+from ragfunnel.documents.ocr import OcrLine, add_lines, ocr_available, ocr_pdf_pages, unclear_warning
+from ragfunnel.documents.reader_process import Bounds, ReaderProcess, child_command
 from ragfunnel.errors import InputError, MissingExtra, option
 
 log = logging.getLogger(__name__)
 
 ENCRYPTED = ("{name} is encrypted (password-protected); decrypt it first, e.g. qpdf --decrypt "
              "--password=PASSWORD {name} out.pdf")
-NO_TEXT = "{name} has no extractable text (scanned?); run OCR first (e.g. ocrmypdf {name} out.pdf)"
+NO_TEXT = "{name} has no extractable text: no page holds text or a scanned image"
+NEEDS_OCR = "{name} has no text layer (scanned pages); reading it needs OCR: pip install 'ragfunnel[ocr]'"
 DAMAGED = "damaged PDF: {name} ({problem}); repair it with qpdf first (e.g. qpdf {name} repaired.pdf)"
 UNREADABLE = ("{name} cannot be read as a PDF ({problem}); it is damaged or truncated; repair it first "
               "(e.g. qpdf {name} repaired.pdf)")
-# Run by path, not as a module: importing the ragfunnel package would multiply the child's start-up time.
-# -P keeps the script's folder off sys.path, where html.py would shadow the standard library's html.
-CHILD = [sys.executable, "-P", str(Path(__file__).with_name("pdf_child.py"))]
+
+
+@dataclass(frozen=True)
+class _Page:
+    number: int
+    label: str | None
+    heading: tuple[str, ...]
+    text: str
+    scanned: bool  # no text, but images: a scan, read by OCR
 
 
 def read_pdf(path: Path, limits: ReadLimits) -> SourceDocument:
+    """A PDF's text layer, page by page; its pages of images without text (scans) read by OCR when the ``ocr``
+    extra is installed (:mod:`ragfunnel.documents.ocr`), else left out with a warning, or refused when no page
+    has text."""
     if importlib.util.find_spec("pypdfium2") is None:  # looked up, not imported: pdfium loads in the child only
         raise MissingExtra("pypdfium2", "documents")
     check_streams(path, limits)
-    with _ReaderProcess(path, limits) as reader:
-        return _checked(_document(reader.messages(), path.name, limits))
+    bounds = Bounds(limits.max_pdf_memory_mb, "max_pdf_memory_mb", limits.max_pdf_seconds, "max_pdf_seconds", DAMAGED)
+    command = [*child_command("pdf_child.py"), str(path), f"{limits.max_pdf_memory_mb:g}"]
+    with ReaderProcess(command, path.name, bounds) as reader:
+        reader_name, pages = _pages(reader.messages(), path.name, limits)
+    return _document(path, reader_name, pages, limits)
 
 
-def _document(messages: Iterator[dict], name: str, limits: ReadLimits) -> SourceDocument:
-    """The document the child's messages describe, refused once its pages or text pass ``limits``."""
+def _document(path: Path, reader: str, pages: list[_Page], limits: ReadLimits) -> SourceDocument:
+    name = path.name
+    scanned = [page.number for page in pages if page.scanned]
+    read_by_ocr: dict[int, list[OcrLine]] = {}
+    warnings: tuple[str, ...] = ()
+    if scanned and ocr_available():
+        read_by_ocr = ocr_pdf_pages(path, scanned, limits)
+        warnings = unclear_warning(read_by_ocr)
+    elif scanned:
+        if not any(page.text.strip() for page in pages):
+            raise InputError(NEEDS_OCR.format(name=name))
+        warnings = (f"{len(scanned)} scanned page{'s' if len(scanned) > 1 else ''} of {name} left out "
+                    f"({_page_list(scanned)}): reading them needs OCR: pip install 'ragfunnel[ocr]'",)
+        log.warning("%s", warnings[0])
     builder = DocumentBuilder(name, "pdf")
+    for page in pages:
+        if page.number in read_by_ocr:
+            add_lines(builder, read_by_ocr[page.number], page=page.number, page_label=page.label,
+                      heading=page.heading)
+        else:
+            builder.add(page.text, page=page.number, page_label=page.label, heading=page.heading)
+    document = builder.build(pages=max((page.number for page in pages), default=0), warnings=warnings)
+    if reader == "pdfminer" and not document.text:  # pdfium could not open it either: damage is likelier than a scan
+        raise InputError(f"{name} is damaged or truncated (no page could be read); repair it first "
+                         f"(e.g. qpdf {name} repaired.pdf)")
+    if not document.text.strip():
+        raise InputError(NO_TEXT.format(name=name))
+    return document
+
+
+def _page_list(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:10]))
+    return f"page{'s' if len(numbers) > 1 else ''} {shown}" + (", ..." if len(numbers) > 10 else "")
+
+
+def _pages(messages: Iterator[dict], name: str, limits: ReadLimits) -> tuple[str, list[_Page]]:
+    """The reader the child used and the pages its messages describe, refused once its pages or text pass
+    ``limits``."""
+    found: list[_Page] = []
     reader, pages, characters = "pdfium", 0, 0
     for message in messages:
         if "error" in message:
@@ -72,13 +116,9 @@ def _document(messages: Iterator[dict], name: str, limits: ReadLimits) -> Source
         _check_pages(name, number, limits)  # pdfminer finds the pages one by one
         characters += len(text)
         _check_text(name, characters, number, limits)
-        builder.add(_clean(text), page=number, page_label=message["label"], heading=tuple(message["heading"]))
-        pages = max(pages, number)
-    document = builder.build(pages=pages)
-    if reader == "pdfminer" and not document.text:  # pdfium could not open it either: damage is likelier than a scan
-        raise InputError(f"{name} is damaged or truncated (no page could be read); repair it first "
-                         f"(e.g. qpdf {name} repaired.pdf)")
-    return document
+        found.append(_Page(number, message["label"], tuple(message["heading"]), _clean(text),
+                           scanned=message.get("images", 0) > 0))
+    return reader, found
 
 
 def _refusal(message: dict, name: str) -> Exception:
@@ -109,80 +149,6 @@ _CONTROLS = {c: " " for c in range(32) if chr(c) not in "\n\t"} | {0x02: "-", 0x
 
 def _clean(text: str) -> str:
     return text.translate(_CONTROLS)
-
-
-def _checked(document: SourceDocument) -> SourceDocument:
-    if not document.text.strip():
-        raise InputError(NO_TEXT.format(name=document.name))
-    return document
-
-
-class _ReaderProcess:
-    """:mod:`ragfunnel.documents.pdf_child` reading one file in its own process group, killed whole when its time
-    is up or when the reading is refused; how it ended is one :class:`InputError`."""
-
-    def __init__(self, path: Path, limits: ReadLimits):
-        self.name, self.limits = path.name, limits
-        self.errors = tempfile.TemporaryFile()  # a file, not a pipe: what the child says there never blocks it
-        self.process = subprocess.Popen([*CHILD, str(path), f"{limits.max_pdf_memory_mb:g}"],
-                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.errors,
-                                        close_fds=True, start_new_session=True)
-        self.timed_out = False
-        self.timer = threading.Timer(limits.max_pdf_seconds, self._time_up)
-        self.timer.start()
-
-    def __enter__(self) -> _ReaderProcess:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop_timer()
-        if self.process.poll() is None:  # reading was refused part way: nothing more is wanted from it
-            self._kill()
-        self.process.wait()
-        self.process.stdout.close()
-        self.errors.close()
-
-    def messages(self) -> Iterator[dict]:
-        """What the child writes, a message at a time; once it stops, an InputError unless it finished."""
-        for line in self.process.stdout:
-            if not line.endswith(b"\n"):  # cut off where the child was killed
-                break
-            yield json.loads(line)
-        self._stop_timer()  # before the child is reaped, so the timer never signals a process id reused since
-        status = self.process.wait()
-        if status == 0:  # finished, even if its time ran out as it did
-            return
-        if self.timed_out:
-            raise InputError(f"reading {self.name} took over {self.limits.max_pdf_seconds:g} s; "
-                             f"raise the limit with {option('max_pdf_seconds')}")
-        if status == OUT_OF_MEMORY or status < 0:  # pdfium aborts when an allocation fails; the kernel kills
-            raise InputError(f"reading {self.name} needed more than {self.limits.max_pdf_memory_mb:g} MB"
-                             f"{_how(status)}; raise it with {option('max_pdf_memory_mb')}")
-        raise InputError(DAMAGED.format(name=self.name, problem=f"its reader failed: {self._last_error()}"))
-
-    def _time_up(self) -> None:
-        self.timed_out = True
-        self._kill()
-
-    def _kill(self) -> None:
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:  # it ended by itself meanwhile
-            pass
-
-    def _stop_timer(self) -> None:
-        self.timer.cancel()
-        self.timer.join()
-
-    def _last_error(self) -> str:
-        self.errors.seek(max(0, self.errors.seek(0, os.SEEK_END) - 1000))
-        lines = self.errors.read().decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "no message"
-
-
-def _how(status: int) -> str:
-    """Which signal ended the child, if one did: a crash that is not about memory says so."""
-    return f" (its reader died of {signal.Signals(-status).name})" if status < 0 else ""
 
 
 # --- What the compressed streams expand to, found before pdfium decodes any of them ---------------------------

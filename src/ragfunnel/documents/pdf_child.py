@@ -9,10 +9,12 @@ one JSON object a line to stdout:
 
 - first ``{"reader": "pdfium", "pages": N}``, or ``{"reader": "pdfminer", "because": ...}`` when pdfium cannot
   open the file (pdfminer.six finds the pages one by one);
-- then ``{"page": n, "label": ..., "heading": [...], "text": ...}`` for each page, in order;
+- then ``{"page": n, "label": ..., "heading": [...], "text": ...}`` for each page, in order, with ``"images": k``
+  when the page has no text: a page of images and no text is a scan, to be read by OCR;
 - or, where reading stops, ``{"error": "encrypted" | "damaged" | "unreadable" | "missing", "detail": ...}``.
 
-When Python cannot allocate it exits with :data:`OUT_OF_MEMORY`; when pdfium cannot, pdfium aborts the process.
+When Python cannot allocate it exits with :data:`OUT_OF_MEMORY` (:mod:`ragfunnel.documents.reader_process`'s);
+when pdfium cannot, pdfium aborts the process.
 Only the standard library and the readers are imported: run by path, the child starts in 0.05 s; importing the
 ragfunnel package on the way (``-m``) would make that 0.35 s.
 """
@@ -24,7 +26,7 @@ import resource
 import sys
 from collections.abc import Iterator
 
-OUT_OF_MEMORY = 3  # the exit status when Python could not allocate
+OUT_OF_MEMORY = 3  # the exit status when Python could not allocate (reader_process.OUT_OF_MEMORY)
 MB = 1024 * 1024
 
 
@@ -63,7 +65,9 @@ def read_pages(path: str) -> None:
         pages = len(pdf)
         say(reader="pdfium", pages=pages)  # before the outline is read: the page count alone may refuse the file
         for index, heading in enumerate(headings(pdf, pages)):
-            say(page=index + 1, label=pdf.get_page_label(index) or None, heading=heading, text=page_text(pdf, index))
+            text = page_text(pdf, index)
+            images = {} if text.strip() else {"images": image_count(pdf, index)}
+            say(page=index + 1, label=pdf.get_page_label(index) or None, heading=heading, text=text, **images)
     except pdfium.PdfiumError as e:  # a page tree that lists itself, a page that cannot be parsed ...
         say(error="damaged", detail=f"pdfium: {e}".rstrip("."))
     finally:
@@ -77,6 +81,15 @@ def page_text(pdf, index: int) -> str:
     textpage.close()  # each page's memory goes before the next is read
     page.close()
     return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def image_count(pdf, index: int) -> int:
+    import pypdfium2.raw as pdfium_c
+
+    page = pdf[index]
+    count = sum(1 for _ in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,)))
+    page.close()
+    return count
 
 
 def headings(pdf, pages: int) -> Iterator[list[str]]:
