@@ -24,6 +24,16 @@ def reading_files(sink: ProgressSink | None) -> Iterator[None]:
         _sink.reset(previous)
 
 
+@contextmanager
+def progress_named(old: str, new: str) -> Iterator[None]:
+    """Within the block, reports name the file ``new`` where its reader calls it ``old`` (an upload is read
+    under a name made for it; its client knows it by its own)."""
+    outer = _sink.get()
+    with reading_files(None if outer is None else lambda what, done, total: outer(what.replace(old, new), done,
+                                                                                    total)):
+        yield
+
+
 def report_progress(what: str, done: int, total: int) -> None:
     """Tell the sink in effect that ``done`` of ``total`` units of ``what`` are read."""
     sink = _sink.get()

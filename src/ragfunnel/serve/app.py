@@ -41,8 +41,9 @@ from ragfunnel.prompts import check_task
 from ragfunnel.serve.answering import Loaded, ServiceState, answer_job, load, search_job
 from ragfunnel.serve.documents import DocumentInUse, prefill
 from ragfunnel.serve.guards import Guard
+from ragfunnel.serve.index_routes import index_routes
 from ragfunnel.serve.job_responses import outcome, stream
-from ragfunnel.serve.jobs import Cancelled, QueueFull
+from ragfunnel.serve.jobs import Cancelled, Job, QueueFull
 from ragfunnel.serve.openai_compat import (
     CHAT_PATH,
     ChatIn,
@@ -102,7 +103,7 @@ def create_app(settings: Settings | None = None, *, loaded: Loaded | None = None
                        allowed_hosts=settings.allowed_hosts, allowed_origins=settings.cors_origins)
     _handle_errors(app)
     for routes in (page_routes(), model_routes(), document_routes(), answer_routes(), search_routes(),
-                   chat_routes()):
+                   chat_routes(), index_routes()):
         app.include_router(routes)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="inspector")  # last: it answers every path
     return app
@@ -154,6 +155,12 @@ def page_routes() -> APIRouter:
         state: ServiceState | None = request.app.state.service
         return {"status": "ok" if state else "starting", "pending": state.jobs.pending if state else 0}
 
+    @routes.get(f"{API}/jobs")
+    async def jobs(state: Service) -> dict[str, Any]:
+        """The queue's jobs, running first then waiting, each with its label (``read 2 uploaded files``,
+        ``prefill ID``, an answer) and its progress: files read by OCR report ``{what, done, total}`` pages."""
+        return {"jobs": state.jobs.statuses()}
+
     return routes
 
 
@@ -187,27 +194,28 @@ def document_routes() -> APIRouter:
 
     @routes.post("/documents", status_code=201, openapi_extra=UPLOAD_SCHEMA, response_model=None)
     async def add_document(request: Request, state: Service) -> Any:
-        """Store a document: JSON ``{text, name, task}``, or a multipart upload of files (``file`` fields:
-        PDF, DOCX, EPUB, HTML, Markdown, text) read as one document with their pages and chapters."""
+        """Store a document: JSON ``{text, name, task}``, or a multipart upload of files (``file`` fields: any
+        format ``ragfunnel read`` reads; scans and images by OCR) read as one document with their pages, chapters,
+        sheets, rows and slides. An upload sent with ``Accept: text/event-stream`` is answered by server-sent
+        events: ``progress`` as its files are read (OCR, a page at a time), then ``result`` (the stored
+        document) or ``error``."""
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            read = await _read_upload(state, request)
-            if isinstance(read, Response):
-                return read
-            text, name, task, located = read
-        else:
-            body = json_body(DocumentIn, await request.body())
-            text, name, task, located = body.text, body.name, body.task, None
-            check_task(task)
-        doc, new = state.documents.add(text, name, located)
-        if new and state.settings.prefill:
-            doc.prefill.update({"light": "queued", "strong": "queued"})
-            try:
-                state.jobs.submit(lambda job: prefill(doc, state.light, state.strong, task=task),
-                                  label=f"prefill {doc.id}")
-            except (QueueFull, Cancelled) as e:
-                why = "the server was busy" if isinstance(e, QueueFull) else "the server is stopping"
-                doc.prefill.update({"light": f"skipped: {why}", "strong": f"skipped: {why}"})
-        return doc.summary()
+            settings = state.settings
+            upload = await receive_upload(request, max_bytes=settings.max_body_bytes)
+            check_task(upload.task)
+
+            def read_and_store(job: Job) -> dict[str, Any]:
+                located = upload.read(settings.upload_limits())
+                return _stored(state, located.text, upload.label(located), upload.task, located)
+
+            label = f"read {len(upload.files)} uploaded files"
+            if "text/event-stream" in request.headers.get("accept", ""):
+                return stream(state.jobs, read_and_store, label, request, deadline=settings.deadline)
+            return await outcome(state.jobs, state.jobs.submit(read_and_store, label=label), request,
+                                 deadline=settings.deadline)
+        body = json_body(DocumentIn, await request.body())
+        check_task(body.task)
+        return _stored(state, body.text, body.name, body.task, None)
 
     @routes.get("/documents")
     async def list_documents(state: Service) -> list[dict[str, Any]]:
@@ -217,6 +225,13 @@ def document_routes() -> APIRouter:
     async def get_document(doc_id: str, state: Service) -> dict[str, Any]:
         doc = state.document(doc_id)
         return {**doc.summary(), "text": doc.text}
+
+    @routes.get("/documents/{doc_id}/text")
+    async def get_document_text(doc_id: str, state: Service) -> dict[str, Any]:
+        """What each of the document's files was read as (``ragfunnel read --json``): its text, the map of its
+        pages, chapters, sheets, rows and slides (with OCR's confidence per line), and the readers' warnings."""
+        doc = state.document(doc_id)
+        return {"id": doc.id, "name": doc.name, "files": [d.to_dict() for d in doc.located.documents]}
 
     @routes.delete("/documents/{doc_id}", status_code=204, response_class=Response,
                    responses={404: {"description": "No stored document has this id."},
@@ -234,18 +249,17 @@ def document_routes() -> APIRouter:
     return routes
 
 
-async def _read_upload(state: ServiceState, request: Request) -> tuple[str, str, str, LocatedContext] | Response:
-    """A multipart upload's files read as one document: (text, name, task, located). A job of the queue reads
-    them, as answers are made, so a full queue is 429 and not an unbounded pile of readers."""
-    settings = state.settings
-    upload = await receive_upload(request, max_bytes=settings.max_body_bytes)
-    check_task(upload.task)
-    job = state.jobs.submit(lambda job: upload.read(settings.upload_limits()),
-                            label=f"read {len(upload.files)} uploaded files")
-    located = await outcome(state.jobs, job, request, deadline=settings.deadline)
-    if isinstance(located, Response):  # the client went away, or a bug was answered
-        return located
-    return located.text, upload.label(located), upload.task, located
+def _stored(state: ServiceState, text: str, name: str, task: str, located: LocatedContext | None) -> dict[str, Any]:
+    """Store a document (read from ``located``'s files, if given) and queue its prefill; its summary."""
+    doc, new = state.documents.add(text, name, located)
+    if new and state.settings.prefill:
+        doc.prefill.update({"light": "queued", "strong": "queued"})
+        try:
+            state.jobs.submit(lambda job: prefill(doc, state.light, state.strong, task=task), label=f"prefill {doc.id}")
+        except (QueueFull, Cancelled) as e:
+            why = "the server was busy" if isinstance(e, QueueFull) else "the server is stopping"
+            doc.prefill.update({"light": f"skipped: {why}", "strong": f"skipped: {why}"})
+    return doc.summary()
 
 
 def answer_routes() -> APIRouter:

@@ -56,7 +56,7 @@ async def _disconnected(request: Request) -> None:
 def stream(jobs: JobQueue, work: Callable[[Job], Any], label: str, request: Request, *, deadline: float,
            frame: Callable[[str, Any], str] = event_frame) -> StreamingResponse:
     """Server-sent events: ``token`` as the answering model writes, ``stage_started`` as each stage begins,
-    ``stage`` as it ends, then
+    ``stage`` as it ends, ``progress`` as files are read (OCR, a page at a time), then
     ``result`` (the whole answer) or ``error``, each written by ``frame(kind, data)`` (ragfunnel's own
     events, or OpenAI's chunks). A client that goes away cancels its job."""
     loop = asyncio.get_running_loop()
@@ -67,7 +67,8 @@ def stream(jobs: JobQueue, work: Callable[[Job], Any], label: str, request: Requ
 
     job = jobs.submit(work, label=label, on_text=lambda t: emit("token", {"text": t}),
                       on_stage=lambda stage: emit("stage", stage.to_dict()),
-                      on_stage_started=lambda name: emit("stage_started", {"name": name}))
+                      on_stage_started=lambda name: emit("stage_started", {"name": name}),
+                      on_progress=lambda progress: emit("progress", dict(progress)))
 
     async def finish() -> None:
         try:

@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragfunnel.documents.progress import reading_files
 from ragfunnel.llm.base import LLM, Cancellation, Cancelled, TextSink, cancelled_by
 from ragfunnel.llm.base import streaming as streaming_text
 
@@ -49,6 +50,8 @@ class Job:
     on_text: TextSink | None = None  # where the answering model's text goes as it is written
     on_stage: Callable[[Any], None] | None = None  # where each stage of the method goes as it ends
     on_stage_started: Callable[[str], None] | None = None  # where the name of each stage goes as it begins
+    on_progress: Callable[[dict[str, Any]], None] | None = None  # where reading progress goes (OCR, a page a time)
+    progress: dict[str, Any] | None = None  # the last progress reported: {"what", "done", "total"}
     started: bool = False
     cancellation: Cancellation = field(init=False)  # what every model call of the job runs under
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -65,6 +68,7 @@ class Job:
         with self._lock:
             if not self.started:
                 self.work, self.on_text, self.on_stage, self.on_stage_started = _cancelled, None, None, None
+                self.on_progress = None
                 self.settle(error=Cancelled(f"{self.label} was cancelled: {why}"))
 
     def begin(self) -> Callable[[Job], Any]:
@@ -77,6 +81,18 @@ class Job:
     def check(self) -> None:
         """Raise :class:`Cancelled` if the job was cancelled."""
         self.cancellation.check()
+
+    def report(self, what: str, done: int, total: int) -> None:
+        """Reading progress, from the worker (a :data:`~ragfunnel.documents.progress.ProgressSink`); a job
+        cancelled meanwhile stops here."""
+        self.check()
+        self.progress = {"what": what, "done": done, "total": total}
+        if self.on_progress is not None:
+            self.on_progress(self.progress)
+
+    def status(self) -> dict[str, Any]:
+        """What ``GET /v1/jobs`` shows of it."""
+        return {"label": self.label, "state": "running" if self.started else "waiting", "progress": self.progress}
 
     def settle(self, *, result: Any = None, error: BaseException | None = None) -> None:
         """Answer whoever waits, once: a job answered at shutdown ignores the worker's later outcome."""
@@ -119,12 +135,14 @@ class JobQueue:
 
     def submit(self, work: Callable[[Job], Any], *, label: str, on_text: TextSink | None = None,
                on_stage: Callable[[Any], None] | None = None,
-               on_stage_started: Callable[[str], None] | None = None) -> Job:
+               on_stage_started: Callable[[str], None] | None = None,
+               on_progress: Callable[[dict[str, Any]], None] | None = None) -> Job:
         """Queue ``work(job)``; raises :class:`QueueFull` when ``capacity`` jobs are already pending."""
         if self._closed:
             raise Cancelled("the server is stopping; send the request to it again once it is back")
         pending = self.pending
-        job = Job(work, label, on_text=on_text, on_stage=on_stage, on_stage_started=on_stage_started)
+        job = Job(work, label, on_text=on_text, on_stage=on_stage, on_stage_started=on_stage_started,
+                  on_progress=on_progress)
         with self._lock:
             if pending >= self.capacity:
                 raise QueueFull(max(1, math.ceil(pending * self._seconds)))
@@ -146,6 +164,12 @@ class JobQueue:
         finally:  # a job given up on still ends (in Cancelled): its outcome is seen, not logged as lost
             outcome.add_done_callback(lambda f: f.cancelled() or f.exception())
 
+    def statuses(self) -> list[dict[str, Any]]:
+        """Each job running or waiting, in order, with its progress (cancelled ones left waiting are not shown)."""
+        with self._lock:
+            live = list(self._live)
+        return [job.status() for job in live if job.started or not job.cancellation.cancelled]
+
     def close(self, *, wait: float = 1.0) -> bool:
         """Stop taking jobs, answer every waiting and running one with Cancelled at once, and give the
         worker ``wait`` seconds to leave a running generation. Returns whether the worker has stopped."""
@@ -163,7 +187,7 @@ class JobQueue:
         while (job := self._waiting.get()) is not None:
             started = time.perf_counter()
             try:
-                with cancelled_by(job.cancellation), self._answer_text(job):
+                with cancelled_by(job.cancellation), self._answer_text(job), reading_files(job.report):
                     job.settle(result=job.begin()(job))
             except BaseException as e:  # noqa: BLE001 - every failure goes back to the request that asked
                 job.settle(error=e)

@@ -181,9 +181,9 @@ class ChunkWriter:
         return f"data: {browser_safe(json.dumps(chunk, ensure_ascii=False))}\n\n"
 
     def frame(self, kind: str, data: Any) -> str:
-        """The SSE text for one of the job's events (token, stage, result, error): a token is a content
-        delta, a finished stage an SSE comment (progress, and it keeps the connection alive), the result the
-        last chunks (see the class)."""
+        """The SSE text for one of the job's events (token, stage, progress, result, error): a token is a content
+        delta, a finished stage or reading progress an SSE comment (progress, and it keeps the connection alive),
+        the result the last chunks (see the class)."""
         out = ""
         if not self.started:
             self.started = True
@@ -197,6 +197,8 @@ class ChunkWriter:
             return out + f": stage {data['name']} started\n\n"
         if kind == "stage":
             return out + f": stage {data['name']} {data['seconds']}s\n\n"
+        if kind == "progress":
+            return out + f": reading {data['what']} {data['done']}/{data['total']}\n\n"
         if kind == "result":
             streamed = "".join(self.streamed)
             if not streamed:

@@ -20,7 +20,8 @@ from starlette.datastructures import UploadFile as StarletteUpload
 
 from ragfunnel.bounded import TooDeep, TooManyDigits, loads
 from ragfunnel.documents import LocatedContext, ReadLimits, SourceDocument, read_document
-from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
+from ragfunnel.documents.formats import SUPPORTED_LINE, SUPPORTED_SUFFIXES
+from ragfunnel.documents.progress import progress_named
 from ragfunnel.errors import InputError, RagfunnelError, option
 from ragfunnel.serve.settings import QUESTION_CHARS, SEARCH_TOP_K, check_question_size
 from ragfunnel.text.hygiene import clean_text, replace_lone_surrogates
@@ -226,13 +227,14 @@ def _suffix(name: str) -> str:
 def _read_uploaded(file: UploadedFile, path: Path, limits: ReadLimits) -> SourceDocument:
     path.write_bytes(file.data)
     try:
-        document = read_document(path, limits)
+        with progress_named(path.name, file.name):
+            document = read_document(path, limits)
     except InputError as e:  # the reader named the file by the name made for it; the client knows its own
         raise InputError(e.spelled(option).replace(str(path), file.name).replace(path.name, file.name)) from None
     except RagfunnelError:
         raise
     except Exception as e:  # a reader library tripped on hostile bytes: the client's file, not a server fault
         log.warning("an upload could not be read: %s: %s", type(e).__name__, e)
-        raise InputError(f"{file.name} could not be read ({type(e).__name__}); check that it is a valid PDF, "
-                         "DOCX, EPUB, HTML, Markdown or text file") from None
+        raise InputError(f"{file.name} could not be read ({type(e).__name__}); check that it is a valid file of "
+                         f"a format ragfunnel reads: {SUPPORTED_LINE}") from None
     return replace(document, name=file.name)
