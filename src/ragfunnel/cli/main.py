@@ -8,7 +8,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,9 +37,13 @@ from ragfunnel.cli.serve import serve
 from ragfunnel.corpus import load_corpus
 from ragfunnel.corpus.index_manifest import IndexConfig
 from ragfunnel.corpus.readers import SPLITS
+from ragfunnel.documents import ReadLimits
 from ragfunnel.errors import ConfigError
 from ragfunnel.llm import DEFAULT_LIGHT, DEFAULT_STRONG, bundled
 from ragfunnel.methods.config import FunnelConfig
+
+if TYPE_CHECKING:
+    from ragfunnel.ray_cluster import RayOptions
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -127,23 +131,45 @@ def pull(spec: str) -> None:
 @click.option("--split", type=click.Choice(list(SPLITS)), default="files", show_default=True,
               help="With a folder: each file is a document, or each EPUB chapter, PDF outline section and "
                    "top-level heading is one.")
+@click.option("--watch", is_flag=True,
+              help="With a folder: index it, then keep the index current as files are added, changed or removed "
+                   "(each burst of changes applied as one update, as --update would), until Ctrl-C. Needs pip "
+                   "install 'ragfunnel[watch]'.")
 @document_options
 @click.option("--json", "as_json", is_flag=True, help="Print the index manifest as JSON.")
 @ray_options("With --flat or --embed-documents: embed on Ray Data workers")
-def index(corpus: Path, out_dir: Path, force: bool, update: bool, split: str, as_json: bool, **given: Any) -> None:
+def index(corpus: Path, out_dir: Path, force: bool, update: bool, split: str, watch: bool, as_json: bool,
+          **given: Any) -> None:
     """Index CORPUS (JSON, JSONL, a MediaWiki XML dump, or a folder of PDF, DOCX, EPUB, HTML, Markdown and text
     files) for corpus retrieval: documents, clusters, BM25.
 
-    With --ray, the passages and documents are embedded by Ray Data workers into the same files."""
+    With --ray, the passages and documents are embedded by Ray Data workers into the same files. With --watch,
+    a folder's index is kept current: a line on stderr says what each update did, and which files could not
+    be read and why."""
     from ragfunnel.corpus.index_build import build_index
     from ragfunnel.corpus.index_update import update_index
 
     if force and update:
         raise click.UsageError("--force rebuilds and --update updates; give one of them")
+    if watch:
+        if force:
+            raise click.UsageError("--watch updates the index as the folder changes, and --force rebuilds it; give "
+                                   "one of them (rebuild first, then watch)")
+        if as_json:
+            raise click.UsageError("--json prints one manifest, and --watch a line per update; give one of them")
+        if not corpus.is_dir():
+            raise click.UsageError(f"--watch keeps the index of a folder current, and {corpus} is not a folder; "
+                                   "pass a folder of documents")
+        from ragfunnel.corpus.watch import require_watchfiles
+
+        require_watchfiles()  # before anything is read or written
     config = declared_from(IndexConfig, given)
     limits = read_limits(given)
     ray = ray_from(given)
     journal.out_dir(out_dir)
+    if watch:
+        _watch(corpus, out_dir, config, limits=limits, split=split, ray=ray)
+        return
     docs = load_corpus(corpus, split=split, limits=limits)
     source = str(corpus.resolve())
     if update:
@@ -162,6 +188,29 @@ def index(corpus: Path, out_dir: Path, force: bool, update: bool, split: str, as
     click.echo(f"{out_dir}: {m.documents} documents in {m.clusters} clusters (graph from {m.graph}, {m.edges} edges; "
                f"{m.oversize_documents} documents over {m.max_cluster_tokens} tokens), {m.passages} flat passages, "
                f"{vectors}{embedded}{faiss_index}{size / 1e6:.1f} MB; {how}")
+
+
+def _watch(folder: Path, out_dir: Path, config: IndexConfig, *, limits: ReadLimits, split: str,
+           ray: RayOptions | None) -> None:
+    """``index DIR --watch``: read the folder into the index, then apply its changes until Ctrl-C, a line each."""
+    from ragfunnel.corpus.watch import WatchedFolder, WatchStatus
+
+    def said(status: WatchStatus) -> None:
+        when = time.strftime("%H:%M:%S")
+        if status.error:
+            click.echo(f"{when} {out_dir}: the update failed: {status.error}", err=True)
+        elif status.last_update is not None:
+            failed = f"; {len(status.failed)} not indexed (why: above)" if status.failed else ""
+            click.echo(f"{when} {out_dir}: {status.last_update.describe()}{failed}", err=True)
+
+    watched = WatchedFolder(folder, out_dir, config=config, limits=limits, split=split, ray=ray, progress=True)
+    said(watched.rescan())  # an index that cannot be updated is one error line, here
+    watched.on_update = said
+    click.echo(f"watching {folder} (Ctrl-C to stop)", err=True)
+    try:
+        watched.watch()
+    except KeyboardInterrupt:
+        click.echo(f"stopped watching {folder}; {out_dir} holds its last update", err=True)
 
 
 @main.command()
