@@ -39,13 +39,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
-    """``--index NAME=DIR`` options as {NAME: DIR}."""
+def named_indexes(given: tuple[str, ...], *, flag: str = "--index", example: str = "musique=indexes/musique"
+                  ) -> dict[str, str]:
+    """``--index NAME=DIR`` options (or another ``flag``'s) as {NAME: DIR}."""
     named = {}
     for item in given:
         name, sep, path = item.partition("=")
         if not sep or not name or not path:
-            raise ConfigError(f"--index {item!r}: write it as NAME=DIR, e.g. --index musique=indexes/musique")
+            raise ConfigError(f"{flag} {item!r}: write it as NAME=DIR, e.g. {flag} {example}")
+        if name in named:
+            raise ConfigError(f"{flag} {item!r}: {name} is named twice; give each {flag} a name of its own")
         named[name] = path
     return named
 
@@ -62,6 +65,7 @@ def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
 @declared_option(Settings, "cors_origins", flag="--cors-origin")
 @declared_option(Settings, "prefill")
 @declared_option(Settings, "indexes", flag="--index")
+@declared_option(Settings, "watch")
 @config_option(FunnelConfig, "pre_ranker")
 @config_option(FunnelConfig, "post_ranker")
 @declared_option(Settings, "allowed_hosts", flag="--allowed-host")
@@ -74,18 +78,22 @@ def named_indexes(given: tuple[str, ...]) -> dict[str, str]:
 @remote_embedder_option
 def serve(host: str, port: int, light: str, strong: str, token: str | None, queue: int, deadline: float,
           max_body_mb: float, cors_origins: tuple[str, ...], prefill: bool, indexes: tuple[str, ...],
-          pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool,
+          watch: tuple[str, ...], pre_ranker: str, post_ranker: str, allowed_hosts: tuple[str, ...], no_cache: bool,
           calibration: Path | None, remote_embedder: str | None, **limits: Any) -> None:
     """Serve the JSON API (/v1, docs at /docs) and the inspector (/) on HOST:PORT, with the models loaded once.
 
     The port is taken first, then the models load; either failing is one error line. SIGTERM or Ctrl-C
     answers running and queued requests with 503 and stops within a second or so.
+
+    A watched folder (--watch NAME=DIR) is read once the server is up, then updated as its files change;
+    GET /v1/indexes shows its files, the files pending, failed and the update under way.
     """
     try:
         import uvicorn
 
         from ragfunnel.serve.answering import load
         from ragfunnel.serve.app import create_app
+        from ragfunnel.serve.watching import checked_watches
     except ImportError as e:
         raise MissingExtra(e.name or "fastapi", "serve") from None
     if not is_loopback(host) and not token:
@@ -99,7 +107,9 @@ def serve(host: str, port: int, light: str, strong: str, token: str | None, queu
     settings = Settings(host=host, port=port, light=light, strong=strong, token=token or None, queue=queue,
                         deadline=deadline, max_body_mb=max_body_mb, cors_origins=list(cors_origins),
                         allowed_hosts=hosts, prefill=prefill, indexes=named, pre_ranker=pre_ranker,
-                        post_ranker=post_ranker, read_limits=read_limits(limits), remote_embedder=remote_embedder)
+                        post_ranker=post_ranker, read_limits=read_limits(limits), remote_embedder=remote_embedder,
+                        watch=named_indexes(watch, flag="--watch", example="notes=~/notes"))
+    checked_watches(settings)  # a bad folder, or watchfiles missing, is one line before the models load
     if no_cache:
         from ragfunnel.llm import set_disk_caches
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ragfunnel.api import answer_located
 from ragfunnel.corpus.funnel import flat_search
 from ragfunnel.documents import LocatedContext
-from ragfunnel.errors import InputError
+from ragfunnel.errors import BackendUnavailable, InputError
 from ragfunnel.llm import resolve
 from ragfunnel.llm.base import LLM
 from ragfunnel.methods import (
@@ -53,6 +54,7 @@ from ragfunnel.types import Prediction, StageTrace, on_stage
 if TYPE_CHECKING:
     from ragfunnel.corpus.funnel import FunnelRetriever
     from ragfunnel.corpus.index import CorpusIndex
+    from ragfunnel.corpus.watch import WatchedFolder
     from ragfunnel.retrieve.attention import PostRanker
     from ragfunnel.retrieve.rerank import PreRanker
     from ragfunnel.serve.request_bodies import AnswerIn, SearchIn
@@ -104,7 +106,11 @@ class ServiceState:
     """What a running service holds. The settings, indexes, document store and queue are set at start, and the
     models at start too (``serve``) or by the first job that needs each (``mcp``); ``methods``, ``rankers`` and
     ``retrievers`` are filled on the queue's worker as requests first need them, and what is in them is never
-    changed by a request (a search passes its sizes to the retriever)."""
+    changed by a request (a search passes its sizes to the retriever).
+
+    A watched folder's index (``watched``, ``serve --watch``) is replaced whole after each update
+    (:meth:`replace_index`, from the watch's thread); the worker takes the new one before the next job that reads
+    an index, and drops what it kept of the old one, while a job already under way reads the old one to its end."""
 
     settings: Settings
     indexes: dict[str, CorpusIndex]
@@ -114,6 +120,9 @@ class ServiceState:
     methods: OrderedDict[str, Method] = field(default_factory=OrderedDict)
     rankers: dict[str, Rankers] = field(default_factory=dict)
     retrievers: dict[str, FunnelRetriever] = field(default_factory=dict)
+    watched: dict[str, WatchedFolder] = field(default_factory=dict)  # by name, their indexes in ``indexes``
+    _replaced: dict[str, CorpusIndex] = field(default_factory=dict, init=False, repr=False)  # not yet served
+    _replacing: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @classmethod
     def started(cls, settings: Settings, loaded: Loaded) -> ServiceState:
@@ -151,12 +160,41 @@ class ServiceState:
         return self.resolved[role]
 
     def index(self, name: str) -> CorpusIndex:
-        """The operator's index ``name``; NotFound naming the ones this server has."""
-        if name not in self.indexes:
-            have = ", ".join(sorted(self.indexes)) or (
-                "none (its operator names them when starting it: `ragfunnel serve --index NAME=DIR`)")
-            raise NotFound(f"no index {echoed(name)}; this server has: {have}")
-        return self.indexes[name]
+        """The operator's index ``name`` (a watched folder's newest); NotFound naming the ones this server has,
+        BackendUnavailable for a watched folder whose index is not written yet."""
+        with self._replacing:
+            newest = self._replaced.get(name, self.indexes.get(name))
+        if newest is not None:
+            return newest
+        if name in self.watched:
+            raise BackendUnavailable(f"index {echoed(name)} is not written yet: its folder is being read, or holds "
+                                     f"no readable file (GET {API}/indexes/{name} says which); ask again later")
+        have = ", ".join(sorted({*self.indexes, *self.watched})) or (
+            "none (its operator names them when starting it: `ragfunnel serve --index NAME=DIR`)")
+        raise NotFound(f"no index {echoed(name)}; this server has: {have}")
+
+    def replace_index(self, name: str, index: CorpusIndex) -> None:
+        """Serve ``index`` as ``name`` from the next job on (any thread: a watched folder's, after its update)."""
+        with self._replacing:
+            self._replaced[name] = index
+
+    def _take_replaced(self) -> None:
+        """On the worker: serve the indexes replaced since the last job, dropping the retrievers and methods
+        made over the old ones and the pre-rankers that read their vectors (the post-ranker, a model, is kept)."""
+        from ragfunnel.retrieve.rerank import load_pre_ranker
+
+        with self._replacing:
+            replaced, self._replaced = self._replaced, {}
+            if not replaced:
+                return
+            self.indexes = {**self.indexes, **replaced}  # a new dict: a request thread may be reading the old one
+        for name, index in replaced.items():
+            self.retrievers.pop(name, None)
+            for key in [key for key in self.methods if json.loads(key)[1] == name]:
+                del self.methods[key]
+            if (kept := self.rankers.pop(name, None)) is not None:
+                self.rankers[name] = Rankers(load_pre_ranker(self.settings.pre_ranker, stored=index.document_vectors,
+                                                             embedder=index.embedder), kept.post_ranker)
 
     def document(self, doc_id: str) -> Document:
         """The stored document ``doc_id``; NotFound saying how to store one."""
@@ -179,6 +217,7 @@ class ServiceState:
         from ragfunnel.retrieve.attention import load_post_ranker
         from ragfunnel.retrieve.rerank import load_pre_ranker
 
+        self._take_replaced()
         if name not in self.rankers:
             index = self.indexes[name]
             self.rankers[name] = Rankers(
@@ -191,6 +230,7 @@ class ServiceState:
         own sizes, so it is never changed."""
         from ragfunnel.corpus.funnel import FunnelRetriever
 
+        self._take_replaced()
         if name not in self.retrievers:
             rankers = self.index_rankers(name)
             self.retrievers[name] = FunnelRetriever(self.indexes[name], pre_ranker=rankers.pre_ranker,
@@ -201,6 +241,7 @@ class ServiceState:
         """Method ``name`` with ``options`` (over index ``index``, or a context), answering with the service's
         models: built on the worker (building one may load a model) once per (method, index, options) and
         kept. A corpus method shares its index's rankers with search: loaded once, not per options."""
+        self._take_replaced()
         key = json.dumps([name, index, options], sort_keys=True, default=str)
         if key in self.methods:
             self.methods.move_to_end(key)
@@ -252,12 +293,12 @@ def checked_method(method: str | None, options: dict[str, Any], *, task: str = A
 def search_job(state: ServiceState, body: SearchIn) -> tuple[str, Callable[[Job], dict[str, Any]]]:
     """The label and work of one search over one of the operator's indexes: the funnel's passages, or flat
     dense search's. The request's sizes go to the search as arguments."""
-    index = state.index(body.index)
+    state.index(body.index)
     question = check_question(body.question)
 
     def work(job: Job) -> dict[str, Any]:
         if not body.funnel:
-            return flat_search(index, question, body.top_k).to_dict()
+            return flat_search(state.index(body.index), question, body.top_k).to_dict()
         return state.retriever(body.index).search(question, top_passages=body.top_k).to_dict()
 
     return f"search {body.index}", work

@@ -2,7 +2,8 @@
 
 Tools: ``answer`` (a question over a file under the root, a text, or a stored document: the answer, its
 confidence and citations), ``search`` (an index's passages), ``add_document`` (read a file or folder under the
-root once, keep it by id), ``list_documents`` and ``remove_document`` (refused while an answer reads it).
+root once, keep it by id), ``list_documents`` and ``remove_document`` (refused while an answer reads it), and
+``list_indexes`` (the indexes ``search`` takes by name, as ``GET /v1/indexes`` describes them).
 Every path a client names must resolve, symlinks followed, inside ``--root``. Over stdio (the default) or
 streamable HTTP on the loopback (``--http``, at ``/v1/mcp``, behind the same host, origin and token checks as
 ``serve``).
@@ -45,6 +46,7 @@ from ragfunnel.serve.jobs import Job, QueueFull
 from ragfunnel.serve.mcp_stdio import run_stdio
 from ragfunnel.serve.options import client_model, echoed
 from ragfunnel.serve.settings import SEARCH_TOP_K, Settings, check_question_size
+from ragfunnel.serve.watching import index_views
 from ragfunnel.source import Source
 from ragfunnel.text import check_context
 from ragfunnel.types import Prediction, StageTrace
@@ -295,6 +297,13 @@ def build_server(state: ToolState) -> MCPServer:
     async def list_documents() -> list[dict[str, Any]]:
         """The documents added so far (the least recently used go first once the store is full)."""
         return [_summary(doc.id, doc.located) for doc in state.service().documents.all() if doc.located is not None]
+
+    @server.tool()
+    async def list_indexes() -> list[dict[str, Any]]:
+        """The corpus indexes `search` takes by name (those the server was started with), each as `GET
+        /v1/indexes` of `ragfunnel serve` describes it: whether it is ready, its documents and, for a watched
+        folder, its files, the files pending, the last update and the files that could not be read, with why."""
+        return await anyio.to_thread.run_sync(index_views, state.indexes, {})
 
     @server.tool()
     async def remove_document(document_id: str) -> dict[str, Any]:

@@ -57,6 +57,10 @@ class Settings(Config):
     indexes: dict[str, str] = setting_made_by(  # name -> directory, for search and corpus methods
         dict, "A corpus index (`ragfunnel index`) clients may search and ask by NAME (repeatable); clients never pass "
               "paths.", operator_only=True, metavar="NAME=DIR")
+    watch: dict[str, str] = setting_made_by(  # name -> folder, its index kept current in the cache
+        dict, "Keep an index of the folder DIR current as its files come and go, searched and asked by NAME like "
+              "--index (repeatable); it lives in the cache (watched/NAME-<hash of DIR>). Needs the [watch] extra.",
+        operator_only=True, metavar="NAME=DIR")
     pre_ranker: str = default_changed(FunnelConfig, "pre_ranker", DEFAULT_PRE_RANKER)  # for every request
     post_ranker: str = default_changed(FunnelConfig, "post_ranker", DEFAULT_LIGHT)
     remote_embedder: str | None = setting(None, "The embeddings server trusted with the queries of an index it "
