@@ -38,9 +38,7 @@ def read(files: tuple[Path, ...], as_json: bool, **given: Any) -> None:
             click.echo(f"error: {e.spelled(cli_spelling(click.get_current_context()))}", err=True)
             failed = True
             continue
-        for document in found:
-            for warning in document.warnings:
-                click.echo(f"warning: {document.name}: {warning}", err=True)
+        for document in found:  # its warnings are logged to stderr as it is read
             if as_json:
                 read_all.append(document.to_dict())
             else:

@@ -75,8 +75,8 @@ def _document(path: Path, reader: str, pages: list[_Page], limits: ReadLimits) -
         if not any(page.text.strip() for page in pages):
             raise InputError(NEEDS_OCR.format(name=name))
         warnings = (f"{len(scanned)} scanned page{'s' if len(scanned) > 1 else ''} of {name} left out "
-                    f"({_page_list(scanned)}): reading them needs OCR: pip install 'ragfunnel[ocr]'",)
-        log.warning("%s", warnings[0])
+                    f"({_page_list(scanned)}): reading {'them' if len(scanned) > 1 else 'it'} needs OCR: "
+                    "pip install 'ragfunnel[ocr]'",)
     builder = DocumentBuilder(name, "pdf")
     for page in pages:
         if page.number in read_by_ocr:

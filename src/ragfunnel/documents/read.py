@@ -24,7 +24,15 @@ DEFAULT_LIMITS = ReadLimits()
 
 
 def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> SourceDocument:
-    """Read one file of any supported format (``-`` reads UTF-8 text from stdin)."""
+    """Read one file of any supported format (``-`` reads UTF-8 text from stdin); the reader's warnings (what it
+    left out or doubts) are logged, and kept on the document."""
+    document = _read(path, limits)
+    for warning in document.warnings:
+        log.warning("%s: %s", document.name, warning)
+    return document
+
+
+def _read(path: str | Path, limits: ReadLimits) -> SourceDocument:
     if str(path) == "-":
         raw = sys.stdin.buffer.read(int(limits.max_document_mb * MB) + 1)
         if len(raw) > limits.max_document_mb * MB:
