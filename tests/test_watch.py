@@ -125,6 +125,21 @@ def test_a_file_that_cannot_be_read_is_listed_with_its_reason_and_the_rest_are_i
     assert view["failed"][0] == {"name": "broken.pdf", "reason": failed["broken.pdf"]} and view["documents"] == 2
 
 
+def test_an_update_under_way_reports_its_stage_and_the_files_read(tmp_path, monkeypatch):
+    folder = notes(tmp_path / "docs", {"a.txt": "gannet", "b.txt": "puffin", "c.txt": "heron"})
+    watched = WatchedFolder(folder, tmp_path / "ix")
+    seen = []
+    read = watch.read_document
+    monkeypatch.setattr(watch, "read_document", lambda path, limits: seen.append(watched.status().progress)
+                        or read(path, limits))
+    indexed = watch.update_index
+    monkeypatch.setattr(watch, "update_index", lambda *a, **k: seen.append(watched.status().progress)
+                        or indexed(*a, **k))
+    assert watched.rescan().progress is None
+    assert [(p.stage, p.done, p.total) for p in seen] == [("reading", 0, 3), ("reading", 1, 3), ("reading", 2, 3),
+                                                          ("indexing", 0, 0)]
+
+
 def test_a_file_added_then_removed(tmp_path):
     folder = notes(tmp_path / "docs", {"a.txt": "gannet", "b.txt": "puffin"})
     watched = WatchedFolder(folder, tmp_path / "ix")

@@ -423,6 +423,74 @@ function busy(on) {
   $("compare").disabled = on;
 }
 
+// The server's indexes (GET /v1/indexes): each with its documents, what it is doing, and its last update; a
+// watched folder's files and the files it could not read listed under it. Asked again every few seconds while a
+// folder is watched, so a file dropped in shows as pending, read, then indexed.
+const INDEX_POLL_MS = 2000;
+const openIndexes = new Set();  // the indexes whose file lists are open, kept open as the table is drawn again
+let indexTimer = 0;
+
+async function showIndexes() {
+  clearTimeout(indexTimer);
+  let indexes;
+  try {
+    indexes = await api("/indexes");
+  } catch (e) {
+    return;  // the status line says what is wrong with the server
+  }
+  $("indexes").hidden = !indexes.length;
+  $("index-rows").replaceChildren(...indexes.flatMap(indexRows));
+  if (indexes.some((i) => i.kind === "watched")) indexTimer = setTimeout(showIndexes, INDEX_POLL_MS);
+}
+
+function indexState(i) {
+  if (i.progress) {
+    const p = i.progress;
+    return p.stage === "reading" ? `reading ${p.done} of ${p.total} files` : `${p.stage}…`;
+  }
+  if (i.error) return `update failed: ${i.error}`;
+  if (i.pending.length) return `${i.pending.length} file${i.pending.length === 1 ? "" : "s"} changed, waiting`;
+  if (!i.ready) return i.kind === "watched" ? "no index yet: no readable file" : "cannot be read";
+  return i.kind === "watched" ? `watching ${i.folder}` : "fixed";
+}
+
+function indexRows(i) {
+  const row = document.createElement("tr");
+  const u = i.last_update;
+  const last = u ? `${new Date(u.finished * 1000).toLocaleTimeString()}: ${u.added} added, ${u.changed} changed, `
+    + `${u.removed} removed (${u.files_read.length} files read, ${u.seconds.toFixed(1)} s)` : "–";
+  for (const cell of [i.name, i.documents, indexState(i), last]) {
+    const td = document.createElement("td");
+    td.textContent = cell;
+    row.append(td);
+  }
+  if (i.error) row.children[2].className = "problem";
+  if (i.files === null) return [row];
+  const detail = document.createElement("tr");
+  const td = document.createElement("td");
+  td.colSpan = 4;
+  const files = document.createElement("details");
+  const summary = document.createElement("summary");
+  summary.textContent = `${i.files.length} files` + (i.failed.length ? `, ${i.failed.length} not readable` : "")
+    + (i.skipped.length ? `, ${i.skipped.length} skipped` : "");
+  const list = document.createElement("ul");
+  list.append(...i.failed.concat(i.skipped).map((f) => item(`${f.name}: ${f.reason}`, "problem")),
+    ...i.files.map((f) => item(`${f.name} (${f.documents} document${f.documents === 1 ? "" : "s"})`)));
+  files.append(summary, list);
+  files.open = openIndexes.has(i.name);
+  files.addEventListener("toggle", () => (files.open ? openIndexes.add(i.name) : openIndexes.delete(i.name)));
+  td.append(files);
+  detail.append(td);
+  return [row, detail];
+}
+
+function item(value, className = "") {
+  const li = document.createElement("li");
+  li.textContent = value;
+  li.className = className;
+  return li;
+}
+
 async function start() {
   $("token").value = localStorage.getItem("ragfunnel-token") || "";
   $("token").addEventListener("change", () => { localStorage.setItem("ragfunnel-token", $("token").value); load(); });
@@ -458,6 +526,7 @@ async function load() {
     $("stored").replaceChildren(new Option("— a stored document —", ""),
       ...documents.map((d) => new Option(`${d.name || d.id} (${d.words} words)`, d.id)));
     status("");
+    showIndexes();
   } catch (e) {
     status(e.message.startsWith("401") ? "This server needs a token: type it in the token box." : e.message, true);
   }
