@@ -1,4 +1,5 @@
-"""Files read once: what the PDF, DOCX and EPUB readers made of a file, kept across processes by the file's bytes.
+"""Files read once: what the PDF (with OCR of its scanned pages), DOCX, EPUB, spreadsheet, slide and image (OCR)
+readers made of a file, kept across processes by the file's bytes.
 
 Reading the shared 117-page PDF takes 0.6 s (in a child process, within the limits), *Moby-Dick*'s EPUB 0.3 s;
 a later question about the same file, in another process, finds its text and page map kept (0.02-0.03 s). A
