@@ -38,7 +38,8 @@ def main(argv: list[str]) -> int:
         say(error="missing", detail=e.name or "rapidocr")
         return 0
     Image.MAX_IMAGE_PIXELS = None  # the size is checked here before anything is decoded, with the caller's limit
-    engine = RapidOCR(params={"Global.text_score": 0.0, "Global.log_level": "error"})
+    # No text-line angle classifier: on upright pages it turns lines it takes for upside down, and reads them wrong.
+    engine = RapidOCR(params={"Global.text_score": 0.0, "Global.use_cls": False, "Global.log_level": "error"})
     limit_memory(float(memory_mb))
     try:
         pages = image_pages(path, int(max_pixels)) if mode == "image" else \
