@@ -13,7 +13,11 @@ from ragfunnel.types import Chunk
 # Between the files of one context (ragfunnel.documents). Python counts U+001C as whitespace, so it never
 # enters a chunk's text; a window never runs past it, so no chunk holds the end of one file and the next's start.
 FILE_SEPARATOR = "\x1c"
-_SEPARATOR = re.compile(FILE_SEPARATOR)
+# Between the groups of rows a table is laid out in (ragfunnel.documents.sheets: a sheet's name and header, then
+# rows, each group sized to fit one chunk of CHUNK_WORDS words). U+001E, the record separator, is whitespace to
+# Python too, and a window never runs past it either, so no chunk holds the end of one group and the next's start.
+GROUP_SEPARATOR = "\x1e"
+_SEPARATOR = re.compile(f"[{FILE_SEPARATOR}{GROUP_SEPARATOR}]")
 
 
 # Words per chunk, every method's default. Chunks of 100 words put the evidence within a 1,500-token budget
@@ -26,15 +30,17 @@ def count_words(text: str) -> int:
 
 
 def word_windows(text: str, words: int) -> list[tuple[int, int]]:
-    """(start, end) character spans of consecutive ``words``-word windows of ``text``."""
+    """(start, end) character spans of consecutive ``words``-word windows of ``text``, none running past a
+    :data:`FILE_SEPARATOR` or a :data:`GROUP_SEPARATOR` (a window ends at the last word before one, shorter)."""
     if words < 1:
         raise ConfigError(f"chunk_words must be at least 1, got {words}")
     spans = [m.span() for m in WORD_UNIT.finditer(text)]
-    separators = [m.start() for m in _SEPARATOR.finditer(text)] if FILE_SEPARATOR in text else []
+    separators = [m.start() for m in _SEPARATOR.finditer(text)] \
+        if FILE_SEPARATOR in text or GROUP_SEPARATOR in text else []
     windows, first = [], 0
     while first < len(spans):
         last = min(first + words, len(spans)) - 1
-        if separators:  # stop at the last word before the next file begins
+        if separators:  # stop at the last word before the next file or group of rows begins
             part = bisect.bisect_left(separators, spans[first][0])
             if part < len(separators):
                 last = min(last, bisect.bisect_left(spans, (separators[part], 0)) - 1)
