@@ -39,7 +39,8 @@ def test_tools_are_listed_and_paths_outside_the_root_refused(root):
         return tools, added, listed, outside, absolute, symlink, bad_type, two_sources
 
     tools, added, listed, outside, absolute, symlink, bad_type, two_sources = session_run(root, calls)
-    assert set(tools) == {"answer", "search", "add_document", "list_documents", "remove_document"}
+    assert set(tools) == {"answer", "search", "add_document", "list_documents", "list_indexes",
+                          "remove_document"}
     assert {"question", "path", "text", "document_id", "method", "options"} <= set(
         tools["answer"].input_schema["properties"])
     options = tools["answer"].input_schema["properties"]["options"]["anyOf"][0]
@@ -105,7 +106,8 @@ def test_streamable_http_needs_its_token(root):
                 await session.initialize()
                 return {t.name for t in (await session.list_tools()).tools}
 
-        assert anyio.run(main) == {"answer", "search", "add_document", "list_documents", "remove_document"}
+        assert anyio.run(main) == {"answer", "search", "add_document", "list_documents", "list_indexes",
+                                   "remove_document"}
     finally:
         proc.terminate()
         proc.wait(10)

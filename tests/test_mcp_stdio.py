@@ -99,7 +99,7 @@ def test_every_message_gets_a_reply_and_the_server_keeps_serving(client, tmp_pat
     added = client.call(5, "tools/call", {"name": "add_document", "arguments": {"path": "harbour.md"}})
     assert not added["result"]["isError"]
     assert {t["name"] for t in client.call(6, "tools/list")["result"]["tools"]} == {
-        "answer", "search", "add_document", "list_documents", "remove_document"}
+        "answer", "search", "add_document", "list_documents", "list_indexes", "remove_document"}
     code, stderr = client.close()
     assert code == 0, stderr
     assert "held 1 lone surrogate(s)" in stderr and "refused an MCP message" in stderr

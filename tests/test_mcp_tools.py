@@ -339,5 +339,5 @@ def test_a_session_that_only_lists_the_tools_makes_no_service(root):
         return await client.list_tools()
 
     state = tools_state(root)
-    assert len(calls(state, script).tools) == 5
+    assert len(calls(state, script).tools) == 6
     assert state._service is None  # no worker started, no model resolved
