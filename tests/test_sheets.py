@@ -19,6 +19,7 @@ from ragfunnel.documents.sheets import GROUP_JOINER, NAME_LINE_WORDS
 from ragfunnel.errors import InputError, option
 from ragfunnel.text import check_context, chunk_words, word_windows
 from ragfunnel.text.chunking import CHUNK_WORDS, GROUP_SEPARATOR, count_words
+from ragfunnel.text.scripts import WORD_UNIT
 from ragfunnel.types import Prediction, ScoredChunk, Trace
 
 pytest.importorskip("python_calamine", reason="needs the [documents] extra")
@@ -485,3 +486,6 @@ def test_a_folder_of_hostile_spreadsheets_never_aborts(tmp_path, caplog):
 def test_the_group_separator_counts_words_as_the_chunker_does():
     text = "Sheet Q3\na | b" + GROUP_JOINER + "Sheet Q3\na | b"
     assert count_words(text) == 10 and [text[a:b] for a, b in word_windows(text, 100)] == ["Sheet Q3\na | b"] * 2
+    # ASCII text is counted by its whitespace: the same count as the chunker's word units
+    for sample in ("a\x1cb\x1ec d\x00e", " x\t|\x0by\x7f ", "Sheet Q3\n", "", "水 water", "ไทยไทยไทย a"):
+        assert count_words(sample) == len(WORD_UNIT.findall(sample)), sample

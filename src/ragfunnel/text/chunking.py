@@ -25,8 +25,9 @@ _SEPARATOR = re.compile(f"[{FILE_SEPARATOR}{GROUP_SEPARATOR}]")
 CHUNK_WORDS = 100
 
 def count_words(text: str) -> int:
-    """Words (word units), counted as the chunker counts them."""
-    return len(WORD_UNIT.findall(text))
+    """Words (word units), counted as the chunker counts them (ASCII text's are its whitespace-separated words:
+    counted so, five times faster)."""
+    return len(text.split()) if text.isascii() else len(WORD_UNIT.findall(text))
 
 
 def word_windows(text: str, words: int) -> list[tuple[int, int]]:
