@@ -29,7 +29,7 @@ def test_models_lists_every_bundled_model():
 @pytest.mark.parametrize("content, match", [
     (b"", "empty"),
     (b"  \n\t\n", "empty"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "not UTF-8"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "cannot be read as an image"),
     ("caf\xe9".encode("latin-1"), "not UTF-8"),
     (b"text\x00with\x00nulls", "binary"),
 ])

@@ -168,7 +168,7 @@ DECLARED_FLAGS = [
     ("serve", ReadLimits, None),
     ("mcp", ReadLimits, None),
     ("serve", Settings, ("host", "port", "light", "strong", "token", "queue", "deadline", "max_body_mb",
-                         "cors_origins", "prefill", "indexes", "allowed_hosts")),
+                         "cors_origins", "prefill", "indexes", "allowed_hosts", "watch")),
     ("mcp", Settings, ("light", "strong")),
 ]
 

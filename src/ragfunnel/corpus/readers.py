@@ -78,13 +78,16 @@ def load_corpus(path: str | Path, *, split: str = "files", limits: ReadLimits | 
 
 def folder_corpus(folder: Path, *, split: str, limits: ReadLimits) -> list[Document]:
     """The files under ``folder`` as documents: one per file, or one per top-level chapter or section."""
-    docs = []
-    for source in read_documents([folder], limits):
-        parts = _chapters(source) if split == "chapters" else [("", source.text)]
-        for number, (chapter, text) in enumerate(parts):
-            docs.append(Document(id=source.name if len(parts) == 1 else f"{source.name}#{number}",
-                                 title=f"{source.name} \u00b7 {chapter}" if chapter else source.name, text=text))
-    return docs
+    return [doc for source in read_documents([folder], limits) for doc in documents_of(source, split)]
+
+
+def documents_of(source: SourceDocument, split: str) -> list[Document]:
+    """The documents a file read becomes in a corpus: one, or one per top-level chapter or section
+    (``split="chapters"``)."""
+    parts = _chapters(source) if split == "chapters" else [("", source.text)]
+    return [Document(id=source.name if len(parts) == 1 else f"{source.name}#{number}",
+                     title=f"{source.name} \u00b7 {chapter}" if chapter else source.name, text=text)
+            for number, (chapter, text) in enumerate(parts)]
 
 
 def _chapters(source: SourceDocument) -> list[tuple[str, str]]:

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ragfunnel.corpus.index_manifest import MANIFEST, IndexConfig
 from ragfunnel.corpus.index_swap import index_folder, sibling
 from ragfunnel.corpus.index_update import IndexUpdate, update_index
-from ragfunnel.corpus.readers import SPLITS, _chapters
-from ragfunnel.documents import ReadLimits, SourceDocument, files_under, read_document
+from ragfunnel.corpus.readers import SPLITS, documents_of
+from ragfunnel.documents import ReadLimits, files_under, read_document
 from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
 from ragfunnel.errors import ConfigError, InputError, MissingExtra, RagfunnelError, RunBusy
 from ragfunnel.types import Document
@@ -484,15 +484,6 @@ class WatchedFolder:
             self._thread.join(timeout=wait)
             return not self._thread.is_alive()
         return True
-
-
-def documents_of(source: SourceDocument, split: str) -> list[Document]:
-    """The documents a file read becomes in a corpus, as ``load_corpus`` makes them of a folder's files: one,
-    or one per top-level chapter or section (``split="chapters"``)."""
-    parts = _chapters(source) if split == "chapters" else [("", source.text)]
-    return [Document(id=source.name if len(parts) == 1 else f"{source.name}#{number}",
-                     title=f"{source.name} \u00b7 {chapter}" if chapter else source.name, text=text)
-            for number, (chapter, text) in enumerate(parts)]
 
 
 def _signature(path: Path) -> tuple[int, int, int]:
