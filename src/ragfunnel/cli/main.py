@@ -26,6 +26,7 @@ from ragfunnel.cli.common import (
     ray_from,
     ray_options,
     read_limits,
+    reading_bars,
     remote_embedder_option,
 )
 from ragfunnel.cli.evaluate import eval_command, report
@@ -170,7 +171,8 @@ def index(corpus: Path, out_dir: Path, force: bool, update: bool, split: str, wa
     if watch:
         _watch(corpus, out_dir, config, limits=limits, split=split, ray=ray)
         return
-    docs = load_corpus(corpus, split=split, limits=limits)
+    with reading_bars():  # a scan's OCR, a page at a time
+        docs = load_corpus(corpus, split=split, limits=limits)
     source = str(corpus.resolve())
     if update:
         done = update_index(docs, out_dir, config, source=source, ray=ray)
