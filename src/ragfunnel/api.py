@@ -36,10 +36,10 @@ def answer(
     calibration: str | Path | None = None,
     **options: Any,
 ) -> Prediction:
-    """Answer ``question`` from a long ``context``, from ``files`` (PDF, DOCX, EPUB, HTML, Markdown or text
-    files, and folders of them, read as one context), or from a corpus ``index`` (a directory written by
-    ``ragfunnel index``), with ``method`` (see ``ragfunnel.METHODS``; by default ``auto`` over a
-    context, ``funnel`` over an index).
+    """Answer ``question`` from a long ``context``, from ``files`` (PDF, DOCX, EPUB, HTML, Markdown, text,
+    spreadsheets, slides, scans and images, and folders of them, read as one context), or from a corpus
+    ``index`` (a directory written by ``ragfunnel index``), with ``method`` (see ``ragfunnel.METHODS``; by
+    default ``auto`` over a context, ``funnel`` over an index).
 
     ``options`` are the method's keyword options, e.g. ``light="bundled:qwen2.5-0.5b"``,
     ``strong="openai:http://127.0.0.1:8000/v1#qwen"``, ``budget=1500``, ``samples=5``,

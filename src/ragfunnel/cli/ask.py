@@ -47,7 +47,8 @@ SOURCE_REFUSAL = ("pass either --context PATH (documents to answer from) or --in
 @click.command()
 @click.argument("question")
 @click.option("--context", "context_paths", multiple=True, metavar="PATH",
-              help="File or folder to answer from: PDF, DOCX, EPUB, HTML, Markdown or UTF-8 text ('-' reads stdin). "
+              help="File or folder to answer from: PDF (scans by OCR), DOCX, EPUB, HTML, Markdown, UTF-8 text, "
+                   "spreadsheets, slides or images ('-' reads stdin). "
                    "Repeat it to answer from several files as one context; a folder adds every supported file "
                    "under it.")
 @click.option("--index", "index_dir", type=click.Path(path_type=Path),

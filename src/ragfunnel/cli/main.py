@@ -141,8 +141,8 @@ def pull(spec: str) -> None:
 @ray_options("With --flat or --embed-documents: embed on Ray Data workers")
 def index(corpus: Path, out_dir: Path, force: bool, update: bool, split: str, watch: bool, as_json: bool,
           **given: Any) -> None:
-    """Index CORPUS (JSON, JSONL, a MediaWiki XML dump, or a folder of PDF, DOCX, EPUB, HTML, Markdown and text
-    files) for corpus retrieval: documents, clusters, BM25.
+    """Index CORPUS (JSON, JSONL, a MediaWiki XML dump, or a folder of files: PDF, scans and images by OCR, DOCX,
+    EPUB, HTML, Markdown, text, spreadsheets, slides) for corpus retrieval: documents, clusters, BM25.
 
     With --ray, the passages and documents are embedded by Ray Data workers into the same files. With --watch,
     a folder's index is kept current: a line on stderr says what each update did, and which files could not

@@ -8,7 +8,8 @@ Formats, picked by the file's name and first record:
                      KILT ``{wikipedia_title, text: [paragraphs]}``
 XML (``.bz2`` or not) a MediaWiki XML export; article text is stripped of markup, ``[[links]]``
                      become :attr:`Document.links` (redirects resolved), non-article pages skipped
-a folder             every file ragfunnel.documents reads (PDF, DOCX, EPUB, HTML, Markdown, text) is a
+a folder             every file ragfunnel.documents reads (PDF, DOCX, EPUB, HTML, Markdown, text, spreadsheets,
+                     slides, images) is a
                      document; with ``split="chapters"``, each EPUB chapter, PDF outline section or
                      top-level heading is one
 

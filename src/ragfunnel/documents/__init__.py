@@ -1,6 +1,6 @@
-"""Reading the files people keep (PDF, DOCX, EPUB, HTML, Markdown, text) with a map from text to page and
-chapter, and citing where an answer came from. The rest of ragfunnel sees :class:`SourceDocument`,
-:class:`LocatedContext` and :class:`Citation` only."""
+"""Reading the files people keep (PDF, DOCX, EPUB, HTML, Markdown, text, spreadsheets, slides, scans and images)
+with a map from text to page, chapter, sheet, row and slide, and citing where an answer came from. The rest of
+ragfunnel sees :class:`SourceDocument`, :class:`LocatedContext` and :class:`Citation` only."""
 
 from ragfunnel.documents.citations import NOT_STATED, Citation, cite, cited
 from ragfunnel.documents.formats import SUPPORTED

@@ -225,7 +225,8 @@ def with_generated_options(answer: Callable[..., Any]) -> Callable[..., Any]:
 
 def build_server(state: ToolState) -> MCPServer:
     server = MCPServer("ragfunnel", version=__version__, instructions=(
-        "Answer questions over long documents (PDF, DOCX, EPUB, HTML, Markdown, text) with FB-RAG and its "
+        "Answer questions over long documents (PDF, scans, DOCX, EPUB, HTML, Markdown, text, spreadsheets, "
+        "slides, images) with FB-RAG and its "
         "baselines. Give `answer` a path under the server's root, a text, or a document_id from "
         "`add_document`; it returns the answer, a calibrated confidence and citations."))
 

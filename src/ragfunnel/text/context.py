@@ -19,5 +19,6 @@ def check_context(text: str, *, source: str = "context") -> str:
     if not text.strip():
         raise InputError(f"{source} is empty or whitespace only; pass a file with the text to answer from")
     if "\x00" in text or len(_CONTROL.findall(text)) > _MAX_CONTROL_SHARE * len(text):
-        raise InputError(f"{source} looks binary, not text; pass a PDF, DOCX, EPUB, HTML, Markdown or UTF-8 text file")
+        raise InputError(f"{source} looks binary, not text; pass a file of a format ragfunnel reads (`ragfunnel "
+                         "read --help` lists them) or UTF-8 text")
     return text
