@@ -118,6 +118,24 @@ def xlsx_parts(path: Path, sheet_xml: str, *, extra: dict[str, bytes] | None = N
     return path
 
 
+def patched_zip(path: Path, part: str, *, method: int | None = None, encrypted: bool = False) -> Path:
+    """``path`` (a zip) with ``part`` marked encrypted, or as compressed by ``method``, in its local and central
+    headers: what zipfile cannot open (an AES-encrypted or Deflate64 part)."""
+    data = bytearray(path.read_bytes())
+    name = part.encode()
+    for signature, flags, compression, name_at in ((b"PK\x03\x04", 6, 8, 30), (b"PK\x01\x02", 8, 10, 46)):
+        at = data.find(signature)
+        while at >= 0:
+            if data[at + name_at:at + name_at + len(name)] == name:
+                if encrypted:
+                    data[at + flags] |= 1
+                if method is not None:
+                    data[at + compression:at + compression + 2] = method.to_bytes(2, "little")
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+    return path
+
+
 def inline(ref: str, text: str) -> str:
     return f'<c r="{ref}" t="inlineStr"><is><t>{text}</t></is></c>'
 
@@ -489,3 +507,10 @@ def test_the_group_separator_counts_words_as_the_chunker_does():
     # ASCII text is counted by its whitespace: the same count as the chunker's word units
     for sample in ("a\x1cb\x1ec d\x00e", " x\t|\x0by\x7f ", "Sheet Q3\n", "", "水 water", "ไทยไทยไทย a"):
         assert count_words(sample) == len(WORD_UNIT.findall(sample)), sample
+
+
+@pytest.mark.parametrize("how", [{"encrypted": True}, {"method": 9}], ids=["encrypted", "deflate64"])
+def test_a_part_zipfile_cannot_open_is_one_line(tmp_path, how):
+    path = patched_zip(workbook(tmp_path / "locked.xlsx", {"S": [["a"], ["b"]]}), "xl/worksheets/sheet1.xml", **how)
+    refused(path, r"^locked.xlsx: part xl/worksheets/sheet1.xml cannot be read \(.*\); open the file and save it "
+                  "again without a password$")

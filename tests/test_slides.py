@@ -47,6 +47,24 @@ def deck(path: Path) -> Path:
     return path
 
 
+def patched_zip(path: Path, part: str, *, method: int | None = None, encrypted: bool = False) -> Path:
+    """``path`` (a zip) with ``part`` marked encrypted, or as compressed by ``method``, in its local and central
+    headers: what zipfile cannot open (an AES-encrypted or Deflate64 part)."""
+    data = bytearray(path.read_bytes())
+    name = part.encode()
+    for signature, flags, compression, name_at in ((b"PK\x03\x04", 6, 8, 30), (b"PK\x01\x02", 8, 10, 46)):
+        at = data.find(signature)
+        while at >= 0:
+            if data[at + name_at:at + name_at + len(name)] == name:
+                if encrypted:
+                    data[at + flags] |= 1
+                if method is not None:
+                    data[at + compression:at + compression + 2] = method.to_bytes(2, "little")
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+    return path
+
+
 def test_slides_read_in_order_with_title_text_tables_and_notes(tmp_path):
     doc = read_document(deck(tmp_path / "deck.pptx"))
     assert doc.format == "slides"
@@ -176,3 +194,10 @@ def test_a_folder_of_hostile_decks_never_aborts(tmp_path, caplog):
     for name, why in (("bomb.pptx", "zip bomb"), ("cut.pptx", "damaged or truncated"), ("text.pptx", "is not one"),
                       ("pipe.pptx", "not a regular file"), ("outside.pptx", "resolves outside")):
         assert name in said and why in said, (name, said)
+
+
+@pytest.mark.parametrize("how", [{"encrypted": True}, {"method": 9}], ids=["encrypted", "deflate64"])
+def test_a_part_zipfile_cannot_open_is_one_line(tmp_path, how):
+    path = patched_zip(deck(tmp_path / "locked.pptx"), "ppt/slides/slide1.xml", **how)
+    refused(path, r"^locked.pptx: part ppt/slides/slide1.xml cannot be read \(.*\); open the deck and save it "
+                  "again without a password$")

@@ -330,6 +330,9 @@ def _pieces(archive: zipfile.ZipFile, name: str, path: Path) -> Iterator[bytes]:
                 yield piece
     except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError) as e:
         raise InputError(f"{path.name}: part {name} cannot be read ({e}); the file is damaged or truncated") from None
+    except (RuntimeError, NotImplementedError) as e:  # an encrypted part, a compression zipfile does not read
+        raise InputError(f"{path.name}: part {name} cannot be read ({e}); open the file and save it again "
+                         "without a password") from None
     _no_entities(tail, name, path)
     yield tail
 
