@@ -61,7 +61,7 @@ def test_marks_name_sheets_rows_and_slides():
     builder = DocumentBuilder("sales.xlsx", "spreadsheet")
     builder.add("Region | Sales", sheet="Q3", row=1)
     builder.add("North | 1200", sheet="Q3", row=2, joiner="\n")
-    assert marked_text(builder.build(), heading=False) == "[Q3 · row 1]\nRegion | Sales\n[Q3 · row 2]\nNorth | 1200\n"
+    assert marked_text(builder.build(), heading=False) == "[Q3]\n[row 1] Region | Sales\n[row 2] North | 1200\n"
     deck = DocumentBuilder("deck.pptx", "slides")
     deck.add("Plan", slide=1)
     deck.add("Budget", slide=2)

@@ -15,6 +15,7 @@ from ragfunnel.documents import LocatedContext, ReadLimits, cite, read_document,
 from ragfunnel.errors import InputError, MissingExtra
 from ragfunnel.text import chunk_words
 from ragfunnel.types import Prediction, ScoredChunk, Trace
+from tests.helpers.documents import patched_zip
 
 pptx = pytest.importorskip("pptx", reason="needs the [documents] extra")
 from pptx.util import Inches  # noqa: E402
@@ -44,24 +45,6 @@ def deck(path: Path) -> Path:
     for i, text in enumerate(["Inside the group", "and its second box"]):
         group.shapes.add_textbox(Inches(1), Inches(1 + i), Inches(3), Inches(1)).text_frame.text = text
     presentation.save(path)
-    return path
-
-
-def patched_zip(path: Path, part: str, *, method: int | None = None, encrypted: bool = False) -> Path:
-    """``path`` (a zip) with ``part`` marked encrypted, or as compressed by ``method``, in its local and central
-    headers: what zipfile cannot open (an AES-encrypted or Deflate64 part)."""
-    data = bytearray(path.read_bytes())
-    name = part.encode()
-    for signature, flags, compression, name_at in ((b"PK\x03\x04", 6, 8, 30), (b"PK\x01\x02", 8, 10, 46)):
-        at = data.find(signature)
-        while at >= 0:
-            if data[at + name_at:at + name_at + len(name)] == name:
-                if encrypted:
-                    data[at + flags] |= 1
-                if method is not None:
-                    data[at + compression:at + compression + 2] = method.to_bytes(2, "little")
-            at = data.find(signature, at + 4)
-    path.write_bytes(bytes(data))
     return path
 
 
@@ -199,5 +182,5 @@ def test_a_folder_of_hostile_decks_never_aborts(tmp_path, caplog):
 @pytest.mark.parametrize("how", [{"encrypted": True}, {"method": 9}], ids=["encrypted", "deflate64"])
 def test_a_part_zipfile_cannot_open_is_one_line(tmp_path, how):
     path = patched_zip(deck(tmp_path / "locked.pptx"), "ppt/slides/slide1.xml", **how)
-    refused(path, r"^locked.pptx: part ppt/slides/slide1.xml cannot be read \(.*\); open the deck and save it "
+    refused(path, r"^locked.pptx: part ppt/slides/slide1.xml cannot be read \(.*\); open the file and save it "
                   "again without a password$")

@@ -22,6 +22,11 @@ def python_spelling(name: str) -> str:
     return name
 
 
+def spelled_plainly(message: str) -> str:
+    """``message`` with every :func:`option` in it written by its name (a warning logged beneath any front end)."""
+    return _OPTION.sub(lambda m: m.group(1), message)
+
+
 class RagfunnelError(Exception):
     """Base class: anything ragfunnel raises on purpose."""
 

@@ -154,3 +154,21 @@ def _folder(tmp_path):
     make_epub(folder / "tales.epub", [("Chapter 1. Storms.", "A storm sank the old pier in 1998."),
                                       ("Chapter 2. Lights.", "The lighthouse keeper is called Ada Brun.")])
     return folder
+
+
+def patched_zip(path: Path, part: str, *, method: int | None = None, encrypted: bool = False) -> Path:
+    """``path`` (a zip) with ``part`` marked encrypted, or as compressed by ``method``, in its local and central
+    headers: what zipfile cannot open (an AES-encrypted or Deflate64 part)."""
+    data = bytearray(path.read_bytes())
+    name = part.encode()
+    for signature, flags, compression, name_at in ((b"PK\x03\x04", 6, 8, 30), (b"PK\x01\x02", 8, 10, 46)):
+        at = data.find(signature)
+        while at >= 0:
+            if data[at + name_at:at + name_at + len(name)] == name:
+                if encrypted:
+                    data[at + flags] |= 1
+                if method is not None:
+                    data[at + compression:at + compression + 2] = method.to_bytes(2, "little")
+            at = data.find(signature, at + 4)
+    path.write_bytes(bytes(data))
+    return path

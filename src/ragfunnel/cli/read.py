@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from ragfunnel.cli.common import cli_spelling, document_options, read_limits, re
 from ragfunnel.documents import SourceDocument, read_documents
 from ragfunnel.documents.formats import SUPPORTED_LINE
 from ragfunnel.errors import InputError
+from ragfunnel.text.chunking import GROUP_SEPARATOR
 
 HELP = f"""Print the text ragfunnel reads from FILES (and the files in folders) to stdout, with a [place] line where
 the page, sheet, row or slide changes; warnings and refusals go to stderr, and the exit status is 1 if a file could
@@ -50,19 +52,21 @@ def read(files: tuple[Path, ...], as_json: bool, **given: Any) -> None:
 
 
 def marked_text(document: SourceDocument, *, heading: bool) -> str:
-    """The document's text with a ``[place]`` line before each stretch whose place differs from the one before
-    (and a ``==> name <==`` line first when several files are printed)."""
+    """The document's text with a ``[place]`` line before each stretch whose place (page, heading, sheet, slide)
+    differs from the one before, a spreadsheet's rows each begun by ``[row N]`` (and a ``==> name <==`` line first
+    when several files are printed). The separators between a sheet's groups of rows print as blank lines."""
     parts = [f"==> {document.name} <==\n"] if heading else []
     shown, end = "", 0
     for section in document.sections:
-        parts.append(document.text[end:section.start])
-        place = section.describe()
+        parts.append(document.text[end:section.start].replace(GROUP_SEPARATOR, ""))
+        place = replace(section, row=None).describe()
         if place and place != shown:
             if parts and not parts[-1].endswith("\n") and parts[-1]:
                 parts.append("\n")
             parts.append(f"[{place}]\n")
             shown = place
-        parts.append(document.text[section.start:section.end])
+        parts.append(("" if section.row is None else f"[row {section.row}] ")
+                     + document.text[section.start:section.end])
         end = section.end
     parts.append(document.text[end:])
     return "".join(parts).rstrip("\n") + "\n"

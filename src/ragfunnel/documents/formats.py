@@ -31,8 +31,8 @@ def detect_format(path: Path) -> str:
     if head.startswith(_IMAGE_MAGIC) or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
         return "image"
     if head.startswith(b"\xd0\xcf\x11\xe0"):
-        raise InputError(f"{path.name} is a legacy Office file (.doc/.xls/.ppt); save it as .docx, .xlsx or .pptx "
-                         "first")
+        raise InputError(f"{path.name} is a legacy Office file (.doc/.xls/.ppt), or an Office file saved with a "
+                         "password; save it as .docx, .xlsx or .pptx, without a password, first")
     suffix = SUPPORTED_SUFFIXES.get(path.suffix.lower())
     if suffix in _CONTAINERS:
         raise InputError(f"{path.name} is named {path.suffix.lower()} but is not one (it does not start like a "

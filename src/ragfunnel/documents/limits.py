@@ -23,9 +23,11 @@ class ReadLimits(Config):
 
     max_document_mb: float = setting(200.0, "Refuse files larger than this (a reader holds a file's text in memory).",
                                      gt=0, unit="MB")
-    max_unzipped_mb: float = setting(500.0, "Refuse a DOCX or EPUB that expands to more than this (zip bombs).",
+    max_unzipped_mb: float = setting(500.0, "Refuse a zip container (DOCX, EPUB, XLSX, ODS, PPTX) that expands to "
+                                            "more than this (zip bombs).",
                                      gt=0, unit="MB")
-    max_zip_ratio: float = setting(200.0, "Refuse a DOCX or EPUB part that expands more than this many times.", ge=1)
+    max_zip_ratio: float = setting(200.0, "Refuse a part of a zip container (DOCX, EPUB, XLSX, ODS, PPTX) that "
+                                          "expands more than this many times.", ge=1)
     max_pdf_stream_mb: float = setting(64.0, "Refuse a PDF with a compressed stream that expands to more than this "
                                              "(decompression bombs; the PDF reader holds a stream whole, twice over).",
                                        gt=0, unit="MB")
@@ -92,6 +94,9 @@ def read_xml_part(archive: zipfile.ZipFile, name: str, path: Path) -> bytes:
         raise InputError(f"{path.name} has no {name}; it is damaged, or not the format its name says") from None
     except (zipfile.BadZipFile, OSError, EOFError) as e:
         raise InputError(f"{path.name}: part {name} cannot be read ({e}); the file is damaged or truncated") from None
+    except (RuntimeError, NotImplementedError) as e:  # an encrypted part, or a compression zipfile lacks (Deflate64)
+        raise InputError(f"{path.name}: part {name} cannot be read ({e}); open the file and save it again without "
+                         "a password") from None
     if b"<!ENTITY" in data:
         raise InputError(f"{path.name}: part {name} declares XML entities, which ragfunnel does not expand "
                          "(entity expansion attacks); remove the declarations or export the file again")

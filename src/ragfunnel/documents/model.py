@@ -6,6 +6,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragfunnel.errors import spelled_plainly
 from ragfunnel.text.chunking import FILE_SEPARATOR
 from ragfunnel.types import place_label
 
@@ -65,7 +66,8 @@ class SourceDocument:
 
     def to_dict(self) -> dict[str, Any]:
         """The text with its map (``ragfunnel read --json``, ``GET /v1/documents/{id}/text``)."""
-        return {"name": self.name, "format": self.format, "pages": self.pages, "warnings": list(self.warnings),
+        return {"name": self.name, "format": self.format, "pages": self.pages,
+                "warnings": [spelled_plainly(w) for w in self.warnings],
                 "text": self.text, "sections": [s.to_dict() for s in self.sections]}
 
     def line_at(self, offset: int) -> int:

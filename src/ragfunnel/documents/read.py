@@ -17,7 +17,7 @@ from ragfunnel.documents.limits import MB, ReadLimits, check_file_size
 from ragfunnel.documents.model import LocatedContext, SourceDocument
 from ragfunnel.documents.plain import decode_text, read_markdown, read_text
 from ragfunnel.documents.read_cache import READERS, read_with_cache
-from ragfunnel.errors import InputError, MissingExtra, option
+from ragfunnel.errors import InputError, MissingExtra, option, spelled_plainly
 
 log = logging.getLogger(__name__)
 DEFAULT_LIMITS = ReadLimits()
@@ -28,7 +28,7 @@ def read_document(path: str | Path, limits: ReadLimits = DEFAULT_LIMITS) -> Sour
     left out or doubts) are logged, and kept on the document."""
     document = _read(path, limits)
     for warning in document.warnings:
-        log.warning("%s: %s", document.name, warning)
+        log.warning("%s: %s", document.name, spelled_plainly(warning))
     return document
 
 

@@ -23,11 +23,7 @@ def read_slides(path: Path, limits: ReadLimits) -> SourceDocument:
     with open_zip(path, limits, kind="PPTX") as archive:
         for name in archive.namelist():  # python-pptx's parser expands no entities; refuse declarations anyway
             if name.endswith((".xml", ".rels")):
-                try:
-                    read_xml_part(archive, name, path)
-                except (RuntimeError, NotImplementedError) as e:  # encrypted, or a compression zipfile cannot read
-                    raise InputError(f"{path.name}: part {name} cannot be read ({e}); open the deck and save it "
-                                     "again without a password") from None
+                read_xml_part(archive, name, path)
     try:
         deck = Presentation(str(path))
         builder = DocumentBuilder(path.name, "slides")

@@ -10,7 +10,8 @@ from ragfunnel.text.hygiene import clean_text
 # Share of control characters above which text is treated as binary, not prose.
 _MAX_CONTROL_SHARE = 0.01
 # The C0 controls that prose does not hold (tab, newlines, vertical tab and form feed it does).
-_CONTROL = re.compile("[\x00-\x08\x0e-\x1f]")
+# Control characters binary files hold; U+001C and U+001E are ragfunnel's own file and row-group separators.
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x1d\x1f]")
 
 
 def check_context(text: str, *, source: str = "context") -> str:
