@@ -57,6 +57,23 @@ def test_boxes_side_by_side_are_one_line_and_each_line_keeps_its_confidence():
     assert lines == [["Gull Rock", 0.7], ["nine o'clock", 0.3]]
 
 
+def _box(left: float, top: float, right: float, height: float = 40) -> list:
+    return [[left, top], [right, top], [right, top + height], [left, top + height]]
+
+
+def test_columns_are_read_one_after_the_other_under_their_title_and_a_tables_rows_stay_whole():
+    title = (_box(100, 0, 1900), "Two columns", 0.9)
+    left = [(_box(100, 100 + 60 * i, 950), f"left {i}", 0.9) for i in range(3)]
+    right = [(_box(1050, 100 + 60 * i, 1900), f"right {i}", 0.9) for i in range(3)]
+    mixed = [title] + [box for pair in zip(left, right, strict=True) for box in pair]  # the engine's order: by line
+    lines = joined_lines(*map(list, zip(*mixed, strict=True)))
+    assert [text for text, _ in lines] == ["Two columns", "left 0", "left 1", "left 2", "right 0", "right 1",
+                                           "right 2"]
+    cells = [(_box(100 + 400 * c, 60 * r, 250 + 400 * c), f"r{r}c{c}", 0.9) for r in range(3) for c in range(3)]
+    lines = joined_lines(*map(list, zip(*cells, strict=True)))
+    assert [text for text, _ in lines] == ["r0c0 r0c1 r0c2", "r1c0 r1c1 r1c2", "r2c0 r2c1 r2c2"]
+
+
 def test_low_confidence_lines_are_marked_never_dropped():
     builder = DocumentBuilder("scan.png", "image")
     lines = [OcrLine("Ada Penhallow", 0.98), OcrLine("G#ll R0ck", LOW_CONFIDENCE - 0.1)]

@@ -9,9 +9,9 @@ dots where a page would pass MAX_PIXELS, and reads them. It writes one JSON obje
 - then ``{"page": n, "lines": [[text, confidence], ...], "dpi": d}`` for each page, in order (``dpi`` for PDF pages);
 - or, where reading stops, ``{"error": "too_large" | "unreadable" | "missing", "detail": ...}``.
 
-Lines are the engine's text boxes joined where they stand side by side on one line, top to bottom; every box is
-kept, however low its confidence (RapidOCR drops those under 0.5 unless told not to). When Python cannot allocate,
-the process exits with :data:`OUT_OF_MEMORY`. Only the standard library and the engine are imported.
+Lines are the engine's text boxes in reading order, column by column, joined where they stand side by side on one
+line; every box is kept, however low its confidence (RapidOCR drops those under 0.5 unless told not to). When Python
+cannot allocate, the process exits with :data:`OUT_OF_MEMORY`. Only the standard library and the engine are imported.
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ POINTS_PER_INCH = 72
 MIN_DPI = 100  # a page that would need fewer dots to fit the pixel limit is refused, not read blurred
 # Boxes on one line: their vertical centres lie within this share of the taller box's height.
 SAME_LINE = 0.5
+COLUMN_LINE = 8  # a column of text has lines at least this many line heights long (a table's cells are shorter)
+SHORT_BOX = 3  # a box shorter than this many line heights (a speck, a lone word) is placed by the columns around it
+GUTTER_COVER = 0.2  # long boxes may cross a gutter over this share of the region's height
+BAND_GAP = 0.8  # blank space this many line heights tall parts blocks read one after the other
 
 
 def main(argv: list[str]) -> int:
@@ -110,25 +114,117 @@ def pdf_pages(path: str, max_pixels: int, dpi: float, numbers: list[int]) -> Ite
 
 
 def joined_lines(boxes: list, texts: list[str], scores: list[float]) -> list[list]:
-    """``[[text, confidence], ...]``: the engine's boxes (in its reading order) joined into lines; a line's
-    confidence is its boxes' mean, weighted by their characters."""
+    """``[[text, confidence], ...]``: the engine's boxes in reading order (:func:`blocks`: column by column) joined
+    into lines; a line's confidence is its boxes' mean, weighted by their characters."""
+    items = [(_rectangle(box), " ".join(text.split()), score)
+             for box, text, score in zip(boxes, texts, scores, strict=False) if text.strip()]
     lines: list[list] = []
-    last = None  # (centre, height, right edge) of the previous box
-    for box, text, score in zip(boxes, texts, scores, strict=False):
-        ys = [point[1] for point in box]
-        top, bottom = min(ys), max(ys)
-        centre, height, left = (top + bottom) / 2, bottom - top, min(point[0] for point in box)
-        text = " ".join(text.split())
-        if not text:
-            continue
-        if last and abs(centre - last[0]) <= SAME_LINE * max(height, last[1]) and left >= last[2] - height:
-            previous, weight = lines[-1]
-            chars = len(previous) + len(text)
-            lines[-1] = [f"{previous} {text}", (weight * len(previous) + score * len(text)) / chars]
-        else:
-            lines.append([text, score])
-        last = (centre, height, max(point[0] for point in box))
+    for block in blocks(items):
+        lines += _block_lines(block)
     return [[text, round(confidence, 4)] for text, confidence in lines]
+
+
+def blocks(items: list) -> list[list]:
+    """The boxes cut into blocks read one after another (a recursive XY-cut): at a gutter between columns of text,
+    else at a blank band taller than line spacing (a title above columns), else one block.
+
+    A gutter (:func:`_gutter`) is a strip at least a line high that long boxes cross over at most a fifth of the
+    region's height: a figure's caption centred across it does not hide it. The columns read one after the other
+    have long lines (a table's short cells are read row by row); what crosses the gutter is read before them when it
+    lies above them (a heading), else between them (a figure's caption), and short boxes (specks of a photo, a lone
+    word) go with the column nearest them."""
+    if len(items) < 2:
+        return [items]
+    height = _median([r[3] - r[1] for r, _, _ in items])
+    gutter = _gutter(items, height)
+    if gutter is not None:
+        start, end = gutter
+        left, across, right = [], [], []
+        for item in items:
+            x0, _, x1, _ = item[0]
+            if x1 - x0 < SHORT_BOX * height:
+                (left if (x0 + x1) / 2 < (start + end) / 2 else right).append(item)
+            else:
+                (left if x1 <= start else right if x0 >= end else across).append(item)
+        if all(_median([r[2] - r[0] for r, _, _ in part if r[2] - r[0] >= SHORT_BOX * height] or [0])
+               >= COLUMN_LINE * height for part in (left, right)):
+            top = min(r[1] for r, _, _ in left + right if r[2] - r[0] >= SHORT_BOX * height)
+            above = [item for item in across if item[0][3] <= top]  # a heading over both columns
+            between = [item for item in across if item[0][3] > top]
+            return [*blocks(above), *blocks(left), *([between] if between else []), *blocks(right)]
+    bands = _split(items, axis=1, gap=BAND_GAP * height)
+    if len(bands) > 1:
+        return [block for part in bands for block in blocks(part)]
+    return [items]
+
+
+def _gutter(items: list, height: float) -> tuple[float, float] | None:
+    """The widest strip, at least ``height`` wide and inside the region, that long boxes cover over at most
+    :data:`GUTTER_COVER` of the region's height; None if there is none."""
+    long = [r for r, _, _ in items if r[2] - r[0] >= SHORT_BOX * height]
+    if len(long) < 2:
+        return None
+    left, right = min(r[0] for r in long), max(r[2] for r in long)
+    span = max(r[3] for r in long) - min(r[1] for r in long)
+    step = max(height / 4, 1.0)
+    cells = int((right - left) / step) + 1
+    cover = [0.0] * cells
+    for x0, y0, x1, y1 in long:
+        for cell in range(int((x0 - left) / step), min(int((x1 - left) / step) + 1, cells)):
+            cover[cell] += y1 - y0
+    best, run = None, None
+    for cell, covered in enumerate([*cover, span]):  # the sentinel ends a run at the right edge
+        if covered <= GUTTER_COVER * span and 0 < cell < cells - 1:
+            run = (run[0], cell) if run else (cell, cell)
+        elif run:
+            width = (run[1] - run[0] + 1) * step
+            if width >= height and (best is None or width > best[1] - best[0]):
+                best = (left + run[0] * step, left + (run[1] + 1) * step)
+            run = None
+    return best
+
+
+def _block_lines(block: list) -> list[list]:
+    """One block's boxes top to bottom, those side by side on one line joined left to right."""
+    lines: list[list] = []
+    rows: list[list] = []
+    for item in sorted(block, key=lambda item: (item[0][1] + item[0][3]) / 2):
+        (left, top, right, bottom), _, _ = item
+        centre, height = (top + bottom) / 2, bottom - top
+        last = rows[-1][-1][0] if rows else None
+        if last and abs(centre - (last[1] + last[3]) / 2) <= SAME_LINE * max(height, last[3] - last[1]):
+            rows[-1].append(item)
+        else:
+            rows.append([item])
+    for row in rows:
+        row.sort(key=lambda item: item[0][0])
+        text = " ".join(t for _, t, _ in row)
+        chars = sum(len(t) for _, t, _ in row)
+        lines.append([text, sum(score * len(t) for _, t, score in row) / chars])
+    return lines
+
+
+def _rectangle(box: list) -> tuple[float, float, float, float]:
+    xs, ys = [point[0] for point in box], [point[1] for point in box]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _split(items: list, *, axis: int, gap: float) -> list[list]:
+    """``items`` in runs along ``axis`` (0: x, 1: y) whose extents leave at least ``gap`` between runs."""
+    ordered = sorted(items, key=lambda item: item[0][axis])
+    parts, end = [], None
+    for item in ordered:
+        start, stop = item[0][axis], item[0][axis + 2]
+        if end is None or start - end >= gap:
+            parts.append([])
+        parts[-1].append(item)
+        end = stop if end is None or start - end >= gap else max(end, stop)
+    return parts
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else 0.0
 
 
 def say(**message) -> None:
