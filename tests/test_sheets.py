@@ -21,7 +21,7 @@ from ragfunnel.text import check_context, chunk_words, word_windows
 from ragfunnel.text.chunking import CHUNK_WORDS, GROUP_SEPARATOR, count_words
 from ragfunnel.text.scripts import WORD_UNIT
 from ragfunnel.types import Prediction, ScoredChunk, Trace
-from tests.helpers.documents import patched_zip
+from tests.helpers.documents import patched_zip, refused
 
 pytest.importorskip("python_calamine", reason="needs the [documents] extra")
 openpyxl = pytest.importorskip("openpyxl", reason="writes the workbooks these tests read")
@@ -399,14 +399,6 @@ def test_an_ods_repeating_a_row_of_repeated_cells_is_refused_in_one_line(tmp_pat
 
 
 # --- hostile files -----------------------------------------------------------------------------------------------
-
-def refused(path: Path, match: str, limits: ReadLimits | None = None) -> str:
-    with pytest.raises(InputError, match=match) as e:
-        read_document(path, limits or ReadLimits())
-    message = str(e.value)
-    assert "\n" not in message and path.name in message
-    return message
-
 
 def test_a_zip_bomb_spreadsheet_is_refused(tmp_path):
     bomb = xlsx_parts(tmp_path / "bomb.xlsx", inline("A1", "a"),

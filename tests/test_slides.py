@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ragfunnel.documents import LocatedContext, ReadLimits, cite, read_document, read_documents
+from ragfunnel.documents import LocatedContext, cite, read_document, read_documents
 from ragfunnel.errors import InputError, MissingExtra
 from ragfunnel.text import chunk_words
 from ragfunnel.types import Prediction, ScoredChunk, Trace
-from tests.helpers.documents import patched_zip
+from tests.helpers.documents import patched_zip, refused
 
 pptx = pytest.importorskip("pptx", reason="needs the [documents] extra")
 from pptx.util import Inches  # noqa: E402
@@ -112,14 +112,6 @@ def test_a_real_decks_groups_and_table_are_read():
 
 
 # --- hostile decks -----------------------------------------------------------------------------------------------
-
-def refused(path: Path, match: str, limits: ReadLimits | None = None) -> str:
-    with pytest.raises(InputError, match=match) as e:
-        read_document(path, limits or ReadLimits())
-    message = str(e.value)
-    assert "\n" not in message and path.name in message
-    return message
-
 
 def rewritten(path: Path, change: dict[str, bytes]) -> Path:
     """``path`` (a zip) with the parts in ``change`` replaced or added."""

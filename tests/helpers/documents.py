@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from ragfunnel.documents import ReadLimits, read_document
+from ragfunnel.errors import InputError
 from tests.conftest import SHARED
 
 REAL = SHARED / "documents_real"
@@ -172,3 +174,12 @@ def patched_zip(path: Path, part: str, *, method: int | None = None, encrypted: 
             at = data.find(signature, at + 4)
     path.write_bytes(bytes(data))
     return path
+
+
+def refused(path: Path, match: str, limits: ReadLimits | None = None) -> str:
+    """The one-line InputError reading ``path`` raises, naming the file."""
+    with pytest.raises(InputError, match=match) as e:
+        read_document(path, limits or ReadLimits())
+    message = str(e.value)
+    assert "\n" not in message and path.name in message
+    return message

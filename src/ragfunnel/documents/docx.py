@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ragfunnel.documents.limits import ReadLimits, open_zip, read_xml_part
+from ragfunnel.documents.limits import ReadLimits, check_xml_parts, open_zip
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
 from ragfunnel.errors import InputError, MissingExtra
 
@@ -20,9 +20,7 @@ def read_docx(path: Path, limits: ReadLimits) -> SourceDocument:
     except ImportError:
         raise MissingExtra("python-docx", "documents") from None
     with open_zip(path, limits, kind="DOCX") as archive:
-        for name in archive.namelist():  # python-docx's parser expands no entities; refuse declarations anyway
-            if name.endswith((".xml", ".rels")):
-                read_xml_part(archive, name, path)
+        check_xml_parts(archive, path)
     try:
         document = docx.Document(str(path))
     except Exception as e:  # python-docx raises KeyError, ValueError, lxml errors ... for damaged packages

@@ -85,6 +85,14 @@ def open_zip(path: Path, limits: ReadLimits, *, kind: str) -> zipfile.ZipFile:
     return archive
 
 
+def check_xml_parts(archive: zipfile.ZipFile, path: Path) -> None:
+    """Refuse a container any of whose XML parts declares entities (:func:`read_xml_part`), before a library whose
+    parser expands none opens it anyway."""
+    for name in archive.namelist():
+        if name.endswith((".xml", ".rels")):
+            read_xml_part(archive, name, path)
+
+
 def read_xml_part(archive: zipfile.ZipFile, name: str, path: Path) -> bytes:
     """A part of a zip container, refused if it declares entities (the billion-laughs and external-entity
     attacks both need a declaration); the parsers used afterwards resolve none either."""

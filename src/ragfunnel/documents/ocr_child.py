@@ -11,18 +11,22 @@ dots where a page would pass MAX_PIXELS, and reads them. It writes one JSON obje
 
 Lines are the engine's text boxes in reading order, column by column, joined where they stand side by side on one
 line; every box is kept, however low its confidence (RapidOCR drops those under 0.5 unless told not to). When Python
-cannot allocate, the process exits with :data:`OUT_OF_MEMORY`. Only the standard library and the engine are imported.
+cannot allocate, the process exits with :data:`OUT_OF_MEMORY`. Only the standard library, the engine and
+:mod:`ragfunnel.documents.child_io` (by path) are imported.
 """
 
 from __future__ import annotations
 
-import json
-import resource
+import os
 import sys
 from collections.abc import Iterator
 
-OUT_OF_MEMORY = 3  # the same status as reader_process.OUT_OF_MEMORY (this script imports nothing of ragfunnel)
-MB = 1024 * 1024
+if __package__:  # imported as a module of ragfunnel (tests, the parent's constants)
+    from ragfunnel.documents.child_io import OUT_OF_MEMORY, limit_memory, say
+else:  # run by path (-P): its folder goes after the standard library, where its html.py shadows nothing
+    sys.path.append(os.path.dirname(__file__))
+    from child_io import OUT_OF_MEMORY, limit_memory, say
+
 POINTS_PER_INCH = 72
 MIN_DPI = 100  # a page that would need fewer dots to fit the pixel limit is refused, not read blurred
 # Boxes on one line: their vertical centres lie within this share of the taller box's height.
@@ -56,16 +60,6 @@ def main(argv: list[str]) -> int:
     except MemoryError:
         return OUT_OF_MEMORY
     return 0
-
-
-def limit_memory(memory_mb: float) -> None:
-    """The engine and its models are loaded first: the limit bounds reading pages, not loading the library."""
-    limit = int(memory_mb * MB)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:  # a lower limit set on the whole service stays: it cannot be raised
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def image_pages(path: str, max_pixels: int) -> Iterator[tuple[int, object, None]]:
@@ -225,11 +219,6 @@ def _split(items: list, *, axis: int, gap: float) -> list[list]:
 def _median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2] if ordered else 0.0
-
-
-def say(**message) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
 
 
 if __name__ == "__main__":

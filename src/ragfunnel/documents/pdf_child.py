@@ -13,7 +13,7 @@ one JSON object a line to stdout:
   when the page has no text: a page of images and no text is a scan, to be read by OCR;
 - or, where reading stops, ``{"error": "encrypted" | "damaged" | "unreadable" | "missing", "detail": ...}``.
 
-When Python cannot allocate it exits with :data:`OUT_OF_MEMORY` (:mod:`ragfunnel.documents.reader_process`'s);
+When Python cannot allocate it exits with :data:`OUT_OF_MEMORY` (:mod:`ragfunnel.documents.child_io`'s);
 when pdfium cannot, pdfium aborts the process.
 Only the standard library and the readers are imported: run by path, the child starts in 0.05 s; importing the
 ragfunnel package on the way (``-m``) would make that 0.35 s.
@@ -21,13 +21,16 @@ ragfunnel package on the way (``-m``) would make that 0.35 s.
 
 from __future__ import annotations
 
-import json
-import resource
+import os
 import sys
 from collections.abc import Iterator
 
-OUT_OF_MEMORY = 3  # the exit status when Python could not allocate (reader_process.OUT_OF_MEMORY)
-MB = 1024 * 1024
+if __package__:  # imported as a module of ragfunnel (tests, the parent's constants)
+    from ragfunnel.documents.child_io import OUT_OF_MEMORY, limit_memory, say
+else:  # run by path (-P): its folder goes after the standard library, where its html.py shadows nothing
+    sys.path.append(os.path.dirname(__file__))
+    from child_io import OUT_OF_MEMORY, limit_memory, say
+
 
 
 def main(argv: list[str]) -> int:
@@ -40,15 +43,6 @@ def main(argv: list[str]) -> int:
     except MemoryError:
         return OUT_OF_MEMORY
     return 0
-
-
-def limit_memory(memory_mb: float) -> None:
-    limit = int(memory_mb * MB)
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard != resource.RLIM_INFINITY:  # a lower limit set on the whole service stays: it cannot be raised
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # pdfium aborts when it cannot allocate: no core of a bomb
 
 
 def read_pages(path: str) -> None:
@@ -129,11 +123,6 @@ def read_with_pdfminer(path: str) -> None:
         raise
     except Exception as e:  # pdfminer raises many unrelated types for damaged files
         say(error="unreadable", detail=f"{type(e).__name__}: {e}")
-
-
-def say(**message) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")  # ASCII: any text, lone surrogates included, crosses the pipe
-    sys.stdout.flush()  # each page goes as soon as it is read
 
 
 if __name__ == "__main__":

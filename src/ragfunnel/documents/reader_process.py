@@ -21,9 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ragfunnel.documents.child_io import OUT_OF_MEMORY
 from ragfunnel.errors import InputError, option
-
-OUT_OF_MEMORY = 3  # the exit status of a child that could not allocate (pdf_child and ocr_child say so)
 
 
 def child_command(script: str) -> list[str]:

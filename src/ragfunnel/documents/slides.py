@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ragfunnel.documents.limits import ReadLimits, open_zip, read_xml_part
+from ragfunnel.documents.limits import ReadLimits, check_xml_parts, open_zip
 from ragfunnel.documents.model import DocumentBuilder, SourceDocument
 from ragfunnel.errors import InputError, MissingExtra
 
@@ -21,9 +21,7 @@ def read_slides(path: Path, limits: ReadLimits) -> SourceDocument:
     except ImportError:
         raise MissingExtra("python-pptx", "documents") from None
     with open_zip(path, limits, kind="PPTX") as archive:
-        for name in archive.namelist():  # python-pptx's parser expands no entities; refuse declarations anyway
-            if name.endswith((".xml", ".rels")):
-                read_xml_part(archive, name, path)
+        check_xml_parts(archive, path)
     try:
         deck = Presentation(str(path))
         builder = DocumentBuilder(path.name, "slides")
