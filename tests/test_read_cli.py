@@ -123,3 +123,38 @@ def test_a_running_jobs_status_shows_its_reading_progress():
     release.set()
     assert job.future.result(10) == "read"
     queue.close()
+
+
+def test_the_inspector_shows_an_uploads_reading_progress(tmp_path, monkeypatch):
+    """The inspector uploads a file through its file button and shows the reading's progress until it is stored."""
+    pytest.importorskip("fastapi", reason="needs the [serve] extra")
+    import threading
+
+    import ragfunnel.serve.request_bodies as bodies
+    from ragfunnel.documents.progress import report_progress
+    from ragfunnel.llm import FakeLLM
+    from ragfunnel.serve.app import Settings
+    from tests.browser import headless_chromium
+    from tests.helpers.serve import LiveServer, create_app, registered, reply
+
+    seen, real = threading.Event(), bodies.read_document
+
+    def scan(path, limits):
+        report_progress(f"OCR {path.name}", 1, 3)
+        seen.wait(60)  # held until the page has shown the progress
+        return real(path, limits)
+
+    monkeypatch.setattr(bodies, "read_document", scan)
+    pdf = make_pdf(tmp_path / "scan.pdf", ["The ferry leaves at nine."])
+    settings = Settings(light="fake:light", strong="fake:strong", prefill=False)
+    with registered("fake:light", FakeLLM(reply)), registered("fake:strong", FakeLLM(reply)), \
+            LiveServer(create_app(settings)) as url, headless_chromium() as browser:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        browser.get(url)
+        browser.find_element(By.ID, "upload").send_keys(str(pdf))
+        status = lambda b: b.find_element(By.ID, "status").text  # noqa: E731
+        WebDriverWait(browser, 30).until(lambda b: status(b) == "OCR scan.pdf: page 1 of 3…")
+        seen.set()
+        WebDriverWait(browser, 30).until(lambda b: status(b).startswith("stored scan.pdf (1 page)"))

@@ -11,16 +11,16 @@ function headers() {
   return h;
 }
 
-// POST the chosen files as one multipart upload (the browser sets the multipart Content-Type itself).
-async function upload(files) {
+// POST the chosen files as one multipart upload (the browser sets the multipart Content-Type itself), asking for
+// server-sent events: the reading's progress (OCR, a page at a time) goes to onProgress, then the stored document.
+async function upload(files, onProgress) {
   const form = new FormData();
   for (const file of files) form.append("file", file, file.name);
   const h = headers();
   delete h["Content-Type"];
+  h.Accept = "text/event-stream";
   const response = await fetch("/v1/documents", { method: "POST", headers: h, body: form });
-  const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(`${response.status}: ${describe(data.detail)}`);
-  return data;
+  return readEvents(response, { progress: onProgress });
 }
 
 async function api(path, body) {
@@ -80,6 +80,12 @@ function takeEvents(buffer) {
 // POST /v1/answer with stream: true, reading server-sent events as they come.
 async function ask(body, onToken) {
   const response = await fetch("/v1/answer", { method: "POST", headers: headers(), body: JSON.stringify({ ...body, stream: true }) });
+  return readEvents(response, { token: (p) => onToken(p.text), stage_started: (p) => status(`${p.name}…`) });
+}
+
+// A stream of server-sent events read as it comes: each event's payload to its handler, until `result` (returned)
+// or `error` (thrown); a response that is not a stream is an error with its one-line detail.
+async function readEvents(response, handlers) {
   if (!response.ok) {
     const data = await response.json().catch(() => ({}));
     throw new Error(`${response.status}: ${describe(data.detail)}`);
@@ -98,13 +104,12 @@ async function ask(body, onToken) {
     buffer = parsed.rest;
     for (const { event, data } of parsed.events) {
       const payload = JSON.parse(data || "null");
-      if (event === "token") onToken(payload.text);
-      else if (event === "stage_started") status(`${payload.name}…`);
-      else if (event === "result") result = payload;
+      if (event === "result") result = payload;
       else if (event === "error") throw new Error(`${payload.status}: ${payload.detail}`);
+      else if (handlers[event]) handlers[event](payload);
     }
   }
-  if (!result) throw new Error("the server closed the stream without an answer");
+  if (!result) throw new Error("the server closed the stream without a result");
   return result;
 }
 
@@ -504,12 +509,14 @@ async function start() {
     const files = [...$("upload").files];
     if (!files.length) return;
     status("reading…");
-    const doc = await upload(files).catch((e) => status(e.message, true));
+    const progress = (p) => status(`${p.what}: page ${p.done} of ${p.total}…`);
+    const doc = await upload(files, progress).catch((e) => status(e.message, true));
     if (doc) {
       await load();
       $("stored").value = doc.id;
       $("text").value = "";
-      const parts = doc.files.map((f) => f.name + (f.pages ? ` (${f.pages} pages)` : f.chapters ? ` (${f.chapters} chapters)` : ""));
+      const count = (n, what) => ` (${n} ${what}${n === 1 ? "" : "s"})`;
+      const parts = doc.files.map((f) => f.name + (f.pages ? count(f.pages, "page") : f.chapters ? count(f.chapters, "chapter") : ""));
       status(`stored ${parts.join(", ")}: ${doc.words} words`);
     }
   });
