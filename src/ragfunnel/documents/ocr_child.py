@@ -32,7 +32,9 @@ MIN_DPI = 100  # a page that would need fewer dots to fit the pixel limit is ref
 # Boxes on one line: their vertical centres lie within this share of the taller box's height.
 SAME_LINE = 0.5
 COLUMN_LINE = 8  # a column of text has lines at least this many line heights long (a table's cells are shorter)
+COLUMN_LINES = 3  # ... and at least this many of them
 SHORT_BOX = 3  # a box shorter than this many line heights (a speck, a lone word) is placed by the columns around it
+GUTTER_WIDTH = 0.5  # a gutter is at least this many line heights wide (LaTeX's two columns: 0.9)
 GUTTER_COVER = 0.2  # long boxes may cross a gutter over this share of the region's height
 BAND_GAP = 0.8  # blank space this many line heights tall parts blocks read one after the other
 
@@ -122,17 +124,15 @@ def blocks(items: list) -> list[list]:
     """The boxes cut into blocks read one after another (a recursive XY-cut): at a gutter between columns of text,
     else at a blank band taller than line spacing (a title above columns), else one block.
 
-    A gutter (:func:`_gutter`) is a strip at least a line high that long boxes cross over at most a fifth of the
-    region's height: a figure's caption centred across it does not hide it. The columns read one after the other
-    have long lines (a table's short cells are read row by row); what crosses the gutter is read before them when it
-    lies above them (a heading), else between them (a figure's caption), and short boxes (specks of a photo, a lone
-    word) go with the column nearest them."""
+    A gutter (:func:`_gutters`, the widest tried first) is a strip half a line wide or more that long boxes cross
+    over at most a fifth of the region's height: a figure's caption centred across it does not hide it. The columns
+    read one after the other have long lines (a table's short cells are read row by row); what crosses the gutter is
+    read before them when it lies above them (a heading), else between them (a figure's caption), and short boxes
+    (specks of a photo, a lone word) go with the column nearest them."""
     if len(items) < 2:
         return [items]
     height = _median([r[3] - r[1] for r, _, _ in items])
-    gutter = _gutter(items, height)
-    if gutter is not None:
-        start, end = gutter
+    for start, end in _gutters(items, height):
         left, across, right = [], [], []
         for item in items:
             x0, _, x1, _ = item[0]
@@ -140,8 +140,7 @@ def blocks(items: list) -> list[list]:
                 (left if (x0 + x1) / 2 < (start + end) / 2 else right).append(item)
             else:
                 (left if x1 <= start else right if x0 >= end else across).append(item)
-        if all(_median([r[2] - r[0] for r, _, _ in part if r[2] - r[0] >= SHORT_BOX * height] or [0])
-               >= COLUMN_LINE * height for part in (left, right)):
+        if _side_by_side(left, right, across, height):
             top = min(r[1] for r, _, _ in left + right if r[2] - r[0] >= SHORT_BOX * height)
             above = [item for item in across if item[0][3] <= top]  # a heading over both columns
             between = [item for item in across if item[0][3] > top]
@@ -152,12 +151,25 @@ def blocks(items: list) -> list[list]:
     return [items]
 
 
-def _gutter(items: list, height: float) -> tuple[float, float] | None:
-    """The widest strip, at least ``height`` wide and inside the region, that long boxes cover over at most
-    :data:`GUTTER_COVER` of the region's height; None if there is none."""
+def _side_by_side(left: list, right: list, across: list, height: float) -> bool:
+    """Whether ``left`` and ``right`` are columns of text beside each other: each has lines of text (at least
+    :data:`COLUMN_LINES` long boxes, their median :data:`COLUMN_LINE` line heights long), they share most of their
+    height, and few long boxes cross between them (ragged lines of one column do not make a gutter)."""
+    sides = [[r for r, _, _ in part if r[2] - r[0] >= SHORT_BOX * height] for part in (left, right)]
+    if any(len(side) < COLUMN_LINES or _median([r[2] - r[0] for r in side]) < COLUMN_LINE * height for side in sides):
+        return False
+    (top_a, bottom_a), (top_b, bottom_b) = [(min(r[1] for r in side), max(r[3] for r in side)) for side in sides]
+    shared = min(bottom_a, bottom_b) - max(top_a, top_b)
+    crossing = sum(r[2] - r[0] >= SHORT_BOX * height for r, _, _ in across)
+    return shared >= 0.5 * min(bottom_a - top_a, bottom_b - top_b) and crossing <= 0.25 * sum(map(len, sides))
+
+
+def _gutters(items: list, height: float) -> list[tuple[float, float]]:
+    """The strips, widest first, at least :data:`GUTTER_WIDTH` lines wide and inside the region, that long boxes
+    cover over at most :data:`GUTTER_COVER` of the region's height."""
     long = [r for r, _, _ in items if r[2] - r[0] >= SHORT_BOX * height]
     if len(long) < 2:
-        return None
+        return []
     left, right = min(r[0] for r in long), max(r[2] for r in long)
     span = max(r[3] for r in long) - min(r[1] for r in long)
     step = max(height / 4, 1.0)
@@ -166,16 +178,15 @@ def _gutter(items: list, height: float) -> tuple[float, float] | None:
     for x0, y0, x1, y1 in long:
         for cell in range(int((x0 - left) / step), min(int((x1 - left) / step) + 1, cells)):
             cover[cell] += y1 - y0
-    best, run = None, None
+    found, run = [], None
     for cell, covered in enumerate([*cover, span]):  # the sentinel ends a run at the right edge
         if covered <= GUTTER_COVER * span and 0 < cell < cells - 1:
             run = (run[0], cell) if run else (cell, cell)
         elif run:
-            width = (run[1] - run[0] + 1) * step
-            if width >= height and (best is None or width > best[1] - best[0]):
-                best = (left + run[0] * step, left + (run[1] + 1) * step)
+            if (run[1] - run[0] + 1) * step >= GUTTER_WIDTH * height:
+                found.append((left + run[0] * step, left + (run[1] + 1) * step))
             run = None
-    return best
+    return sorted(found, key=lambda strip: strip[0] - strip[1])
 
 
 def _block_lines(block: list) -> list[list]:
