@@ -15,7 +15,7 @@ from ragfunnel.documents.model import DocumentBuilder
 from ragfunnel.documents.ocr import LOW_CONFIDENCE, UNCLEAR, OcrLine, add_lines, unclear_warning
 from ragfunnel.documents.ocr_child import joined_lines
 from ragfunnel.documents.progress import reading_files
-from ragfunnel.errors import InputError, MissingExtra
+from ragfunnel.errors import InputError
 from tests.helpers.documents import make_pdf
 
 pytest.importorskip("PIL", reason="needs the [ocr] extra")
@@ -112,8 +112,11 @@ def test_without_the_ocr_extra_a_scan_names_the_extra_and_a_mixed_pdf_keeps_its_
 
     monkeypatch.setattr(ocr, "ocr_available", lambda: False)
     monkeypatch.setattr(pdf, "ocr_available", lambda: False)
-    with pytest.raises(MissingExtra, match=r"pip install 'ragfunnel\[ocr\]'"):
+    with pytest.raises(InputError, match=r"page\.png is an image; reading it needs OCR: pip install "
+                                         r"'ragfunnel\[ocr\]'"):
         read_document(text_image(tmp_path / "page.png"))
+    (tmp_path / "notes.txt").write_text("Typed notes.")
+    assert [d.name for d in read_documents([tmp_path])] == ["notes.txt"]  # the folder is read, the image skipped
     scan = _image_pdf(tmp_path / "scan.pdf", tmp_path / "page.png")
     with pytest.raises(InputError, match=r"scan\.pdf has no text layer \(scanned pages\); reading it needs OCR: "
                                          r"pip install 'ragfunnel\[ocr\]'"):

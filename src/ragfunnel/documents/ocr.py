@@ -45,8 +45,8 @@ def ocr_available() -> bool:
 
 def read_image(path: Path, limits: ReadLimits) -> SourceDocument:
     """An image file read by OCR; each frame of a multi-page TIFF is a page."""
-    if not ocr_available():
-        raise MissingExtra("rapidocr", "ocr")
+    if not ocr_available():  # a refusal of this file, not of the folder it is in (as a scanned PDF's)
+        raise InputError(f"{path.name} is an image; reading it needs OCR: pip install 'ragfunnel[ocr]'")
     check_image(path, limits)
     pages = _read(["image", str(path)], path.name, limits, what=f"OCR {path.name}")
     builder = DocumentBuilder(path.name, "image")
