@@ -33,6 +33,7 @@ from ragfunnel.corpus.index_update import IndexUpdate, update_index
 from ragfunnel.corpus.readers import SPLITS, documents_of
 from ragfunnel.documents import ReadLimits, files_under, read_document
 from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
+from ragfunnel.documents.read_cache import file_stamp
 from ragfunnel.errors import ConfigError, InputError, MissingExtra, RagfunnelError, RunBusy
 from ragfunnel.types import Document
 
@@ -345,7 +346,7 @@ class WatchedFolder:
         signatures = {}
         for name, path in found.items():
             try:
-                signatures[name] = _signature(path)
+                signatures[name] = file_stamp(path)
             except OSError:  # gone since the walk: its event brings it back if it returns
                 continue
         to_read = [name for name, sig in signatures.items()
@@ -484,12 +485,6 @@ class WatchedFolder:
             self._thread.join(timeout=wait)
             return not self._thread.is_alive()
         return True
-
-
-def _signature(path: Path) -> tuple[int, int, int]:
-    """What changes when a file is written or replaced: its size, modification time and inode."""
-    info = path.stat()
-    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 def _one_line(error: BaseException) -> str:

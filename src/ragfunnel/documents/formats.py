@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 
 from ragfunnel.errors import InputError
@@ -51,23 +52,25 @@ def _zip_format(path: Path) -> str:
     try:
         with zipfile.ZipFile(path) as archive:
             names = set(archive.namelist())
+            mimetype = _first_bytes(archive, "mimetype") if "mimetype" in names else b""
     except (zipfile.BadZipFile, OSError) as e:
         raise InputError(f"{path.name} is a damaged or truncated zip container ({e}); open and save it again") from None
     if "META-INF/container.xml" in names:
         return "epub"
     if "word/document.xml" in names:
         return "docx"
-    if "xl/workbook.xml" in names or "content.xml" in names and _is_ods(path):
+    if "xl/workbook.xml" in names or mimetype.startswith(b"application/vnd.oasis.opendocument.spreadsheet"):
         return "spreadsheet"
     if "ppt/presentation.xml" in names:
         return "slides"
     raise InputError(f"{path.name} is a zip archive ragfunnel cannot read; it reads {SUPPORTED_LINE}")
 
 
-def _is_ods(path: Path) -> bool:
-    """Whether an OpenDocument container is a spreadsheet (its ``mimetype`` part says which kind it is)."""
-    with zipfile.ZipFile(path) as archive:
-        try:
-            return archive.read("mimetype")[:100].startswith(b"application/vnd.oasis.opendocument.spreadsheet")
-        except (KeyError, zipfile.BadZipFile, OSError):
-            return False
+def _first_bytes(archive: zipfile.ZipFile, name: str) -> bytes:
+    """The first 100 bytes of part ``name`` (an OpenDocument's ``mimetype`` says which kind it is); none when the
+    part cannot be read (its reader says why)."""
+    try:
+        with archive.open(name) as part:
+            return part.read(100)
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError, zlib.error):
+        return b""

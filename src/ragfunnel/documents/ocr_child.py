@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
+from statistics import median_high
 
 if __package__:  # imported as a module of ragfunnel (tests, the parent's constants)
     from ragfunnel.documents.child_io import OUT_OF_MEMORY, limit_memory, say
@@ -131,7 +132,7 @@ def blocks(items: list) -> list[list]:
     (specks of a photo, a lone word) go with the column nearest them."""
     if len(items) < 2:
         return [items]
-    height = _median([r[3] - r[1] for r, _, _ in items])
+    height = median_high([r[3] - r[1] for r, _, _ in items])
     for start, end in _gutters(items, height):
         left, across, right = [], [], []
         for item in items:
@@ -156,7 +157,8 @@ def _side_by_side(left: list, right: list, across: list, height: float) -> bool:
     :data:`COLUMN_LINES` long boxes, their median :data:`COLUMN_LINE` line heights long), they share most of their
     height, and few long boxes cross between them (ragged lines of one column do not make a gutter)."""
     sides = [[r for r, _, _ in part if r[2] - r[0] >= SHORT_BOX * height] for part in (left, right)]
-    if any(len(side) < COLUMN_LINES or _median([r[2] - r[0] for r in side]) < COLUMN_LINE * height for side in sides):
+    if any(len(side) < COLUMN_LINES or median_high([r[2] - r[0] for r in side]) < COLUMN_LINE * height
+           for side in sides):
         return False
     (top_a, bottom_a), (top_b, bottom_b) = [(min(r[1] for r in side), max(r[3] for r in side)) for side in sides]
     shared = min(bottom_a, bottom_b) - max(top_a, top_b)
@@ -225,11 +227,6 @@ def _split(items: list, *, axis: int, gap: float) -> list[list]:
         parts[-1].append(item)
         end = stop if end is None or start - end >= gap else max(end, stop)
     return parts
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2] if ordered else 0.0
 
 
 if __name__ == "__main__":

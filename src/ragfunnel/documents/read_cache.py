@@ -41,14 +41,14 @@ def read_with_cache(path: Path, kind: str, limits: ReadLimits,
     same bytes (then named ``path``'s name as given now)."""
     if DOCUMENTS.root is None:
         return reader(path, limits)
-    before = _stamp(path)
+    before = file_stamp(path)
     key = reading_key(path, kind, limits)
     kept = DOCUMENTS.read_meta(key, max_bytes=_record_bytes(before[0]),
                                parse=lambda record: _document_from(record, key))
     if kept is not None:
         return replace(kept, name=path.name)
     document = reader(path, limits)
-    if _stamp(path) == before:  # a file written to while it was read: its key may not be what was read
+    if file_stamp(path) == before:  # a file written to while it was read: its key may not be what was read
         DOCUMENTS.write_meta(key, _record(key, document))
     return document
 
@@ -74,7 +74,8 @@ def _libraries(kind: str) -> list[str]:
     return [f"{name} {installed(name)}" for name in READERS[kind]]
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    """What changes when a file is written or replaced: its size, modification time and inode."""
     s = os.stat(path)
     return s.st_size, s.st_mtime_ns, s.st_ino
 
