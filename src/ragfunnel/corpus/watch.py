@@ -33,8 +33,8 @@ from ragfunnel.corpus.index_update import IndexUpdate, update_index
 from ragfunnel.corpus.readers import SPLITS, documents_of
 from ragfunnel.documents import ReadLimits, files_under, read_document
 from ragfunnel.documents.formats import SUPPORTED_SUFFIXES
-from ragfunnel.documents.read_cache import file_stamp
 from ragfunnel.errors import ConfigError, InputError, MissingExtra, RagfunnelError, RunBusy
+from ragfunnel.llm.fingerprint import file_stamp
 from ragfunnel.types import Document
 
 if TYPE_CHECKING:
@@ -206,7 +206,7 @@ class Debounce:
 class _Read:
     """A file as it was read: its size, modification time and inode then, and its documents (or why it failed)."""
 
-    signature: tuple[int, int, int]
+    signature: dict[str, object]  # llm.fingerprint.file_stamp: size, mtime, inode, ctime
     documents: tuple[Document, ...] = ()
     failure: str | None = None
 
@@ -371,7 +371,7 @@ class WatchedFolder:
         self._set(files=files)  # only now: an update that failed reads its files again next time
         return UpdateSummary.of(done, started=started, read=to_read, removed=gone)
 
-    def _read(self, names: list[str], found: dict[str, Path], signatures: dict[str, tuple[int, int, int]]
+    def _read(self, names: list[str], found: dict[str, Path], signatures: dict[str, dict[str, object]]
               ) -> dict[str, _Read]:
         """Each file of ``names`` read, one at a time: its documents, or the one line saying why it could not be."""
         from tqdm.auto import tqdm

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from functools import cache
@@ -24,6 +23,7 @@ from typing import Any
 
 from ragfunnel.documents.limits import ReadLimits
 from ragfunnel.documents.model import Section, SourceDocument
+from ragfunnel.llm.fingerprint import file_stamp
 from ragfunnel.retrieve.document_cache import DOCUMENTS, Damaged
 from ragfunnel.version import __version__
 
@@ -43,7 +43,7 @@ def read_with_cache(path: Path, kind: str, limits: ReadLimits,
         return reader(path, limits)
     before = file_stamp(path)
     key = reading_key(path, kind, limits)
-    kept = DOCUMENTS.read_meta(key, max_bytes=_record_bytes(before[0]),
+    kept = DOCUMENTS.read_meta(key, max_bytes=_record_bytes(before["size"]),
                                parse=lambda record: _document_from(record, key))
     if kept is not None:
         return replace(kept, name=path.name)
@@ -72,12 +72,6 @@ def _libraries(kind: str) -> list[str]:
             return "absent"
 
     return [f"{name} {installed(name)}" for name in READERS[kind]]
-
-
-def file_stamp(path: Path) -> tuple[int, int, int]:
-    """What changes when a file is written or replaced: its size, modification time and inode."""
-    s = os.stat(path)
-    return s.st_size, s.st_mtime_ns, s.st_ino
 
 
 def _record_bytes(file_bytes: int) -> int:
